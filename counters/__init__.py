@@ -1,0 +1,1 @@
+"""The counts consumer: DynamoDB Stream of the followers table -> users' counters (+ Redis)."""

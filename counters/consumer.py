@@ -1,0 +1,168 @@
+"""The counters consumer: stream records -> exactly-once counter updates -> cache repair."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from botocore.exceptions import ClientError
+
+from counters.applier import CounterApplier, Fence, FenceRejected, chunk_changes
+from counters.checkpoints import CheckpointStore
+from counters.edge_changes import EdgeChange, decode_note, edge_changes, encode_note
+from counters.stream_reader import StreamReader
+from graph_service.bootstrap import build_cache
+from graph_service.cache.graph_cache import GraphCache
+from graph_service.models import Counts
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo, error_code
+from graph_service.store.tables import FOLLOWERS
+
+__all__ = ["CacheRepairer", "CountersConsumer", "run_counters"]
+
+log = structlog.get_logger(__name__)
+
+
+class CacheRepairer:
+    """Brings Redis in line with committed changes; what fails is retried until Redis is back."""
+
+    def __init__(self, cache: GraphCache | None, applier: CounterApplier) -> None:
+        self._cache = cache
+        self._applier = applier
+        self._owed: list[EdgeChange] = []
+        self._owed_users: set[int] = set()
+        self._retry: asyncio.Task[None] | None = None
+
+    async def repair(self, changes: list[EdgeChange], counts: dict[int, Counts]) -> None:
+        if self._cache is None:
+            return
+        ok = True
+        for change in changes:
+            ok = (
+                await self._cache.repair_edge(change.follower_id, change.followee_id, change.at_us, change.added) and ok
+            )
+        for user_id, value in counts.items():
+            ok = await self._cache.set_counts(user_id, value) and ok
+        if not ok:
+            self._owed.extend(changes)
+            self._owed_users.update(counts)
+            if self._retry is None or self._retry.done():
+                self._retry = asyncio.create_task(self._retry_owed())
+
+    async def redo(self, changes: list[EdgeChange]) -> None:
+        """After a restart: repeat the last chunk's repair with counters read afresh."""
+        users = sorted({u for c in changes for u in (c.follower_id, c.followee_id)})
+        counts = await self._applier.read_counts(users) if users else {}
+        await self.repair(changes, counts)
+
+    async def _retry_owed(self) -> None:
+        while self._owed or self._owed_users:
+            await asyncio.sleep(0.5)
+            changes, users = self._owed, sorted(self._owed_users)
+            self._owed, self._owed_users = [], set()
+            counts = await self._applier.read_counts(users) if users else {}
+            await self.repair(changes, counts)
+            if self._owed:
+                continue
+            log.info("cache_repair_caught_up", changes=len(changes), users=len(users))
+
+    @property
+    def owed(self) -> int:
+        return len(self._owed) + len(self._owed_users)
+
+    async def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._cache is not None:
+            await self._cache.close()
+
+
+class CountersConsumer:
+    """The handler of a ``StreamReader``: chunk, apply with the checkpoint as fence, repair."""
+
+    def __init__(self, applier: CounterApplier, checkpoints: CheckpointStore, repairer: CacheRepairer) -> None:
+        self._applier = applier
+        self._checkpoints = checkpoints
+        self._repairer = repairer
+        self.applied_changes = 0
+
+    async def redo_last_repairs(self) -> None:
+        for checkpoint in (await self._checkpoints.load_all()).values():
+            await self._repairer.redo(decode_note(checkpoint.note))
+
+    async def handle(self, shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:
+        last = str(records[-1]["dynamodb"]["SequenceNumber"])
+        chunks = chunk_changes(edge_changes(records))
+        ends = [c[-1].sequence for c in chunks[:-1]] + [last]
+        for chunk, end in zip(chunks or [[]], ends, strict=True):
+            committed = await self._commit_chunk(shard_id, chunk, end, committed)
+        return committed
+
+    async def _commit_chunk(
+        self, shard_id: str, chunk: list[EdgeChange], end: str, committed: str | None
+    ) -> str | None:
+        while True:
+            if committed is not None and int(committed) >= int(end):
+                return committed  # applied before (a replay after a crash or by another process)
+            todo = [c for c in chunk if committed is None or int(c.sequence) > int(committed)]
+            previous = committed
+            try:
+                if todo:
+                    fence = Fence([self._checkpoints.advance_item(shard_id, previous, end, encode_note(todo))])
+                    counts = await self._applier.apply(todo, _constant(fence))
+                else:
+                    await self._checkpoints.advance(shard_id, previous, end)
+                    counts = {}
+            except FenceRejected:
+                committed = (await self._checkpoints.load(shard_id)).sequence
+                log.warning("checkpoint_moved_elsewhere", shard_id=shard_id, now=committed)
+                continue
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                committed = (await self._checkpoints.load(shard_id)).sequence
+                continue
+            self.applied_changes += len(todo)
+            await self._repairer.repair(todo, counts)
+            return end
+
+
+def _constant(fence: Fence) -> Callable[[], Fence]:
+    return lambda: fence
+
+
+async def stream_arn(dynamo: AsyncDynamo, settings: Settings) -> str:
+    table = (await dynamo.call("describe_table", TableName=settings.table(FOLLOWERS)))["Table"]
+    arn = table.get("LatestStreamArn")
+    if not arn:
+        raise RuntimeError(f"table {settings.table(FOLLOWERS)} has no stream; run socialgraph create-tables")
+    return str(arn)
+
+
+async def run_counters(settings: Settings, stop: asyncio.Event) -> None:
+    """Run the consumer until ``stop`` is set (the ``socialgraph counters`` command)."""
+    dynamo = AsyncDynamo.build(settings)
+    streams = AsyncDynamo.build(settings, "dynamodbstreams")
+    applier = CounterApplier(dynamo, settings)
+    checkpoints = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
+    repairer = CacheRepairer(build_cache(settings), applier)
+    consumer = CountersConsumer(applier, checkpoints, repairer)
+    try:
+        await consumer.redo_last_repairs()
+        reader = StreamReader(
+            streams,
+            await stream_arn(dynamo, settings),
+            checkpoints,
+            consumer.handle,
+            poll_seconds=settings.stream_poll_seconds,
+            refresh_seconds=settings.shard_refresh_seconds,
+        )
+        log.info("counters_started")
+        await reader.run(stop)
+    finally:
+        await repairer.close()
+        dynamo.close()
+        streams.close()
+        log.info("counters_stopped")

@@ -1,0 +1,63 @@
+"""Turns DynamoDB Stream records of the followers table into edge changes.
+
+Only membership items (``sk = E#<follower>``) count; the ordering items (``T#...``) of the same
+transaction are ignored. The record shape is the same from GetRecords and from a Lambda event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EdgeChange", "decode_note", "edge_changes", "encode_note"]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeChange:
+    follower_id: int
+    followee_id: int
+    at_us: int
+    added: bool
+    sequence: str
+    event_id: str
+
+    def deltas(self) -> list[tuple[int, int, int]]:
+        """(user, followers delta, following delta) for both users of the edge."""
+        step = 1 if self.added else -1
+        return [(self.followee_id, step, 0), (self.follower_id, 0, step)]
+
+
+def edge_change(record: dict[str, Any]) -> EdgeChange | None:
+    data = record.get("dynamodb", {})
+    event = record.get("eventName")
+    if event not in {"INSERT", "REMOVE"}:
+        return None
+    image = data.get("NewImage") if event == "INSERT" else data.get("OldImage")
+    keys = data.get("Keys", {})
+    sort_key = keys.get("sk", {}).get("S", "")
+    if not sort_key.startswith("E#") or not image:
+        return None
+    return EdgeChange(
+        follower_id=int(image["other"]["N"]),
+        followee_id=int(keys["pk"]["N"]),
+        at_us=int(image["at"]["N"]),
+        added=event == "INSERT",
+        sequence=str(data["SequenceNumber"]),
+        event_id=str(record.get("eventID", data["SequenceNumber"])),
+    )
+
+
+def edge_changes(records: list[dict[str, Any]]) -> list[EdgeChange]:
+    return [c for c in (edge_change(r) for r in records) if c is not None]
+
+
+def encode_note(changes: list[EdgeChange]) -> str:
+    """What a restarted consumer must redo in the cache for the last committed chunk."""
+    return json.dumps([[c.follower_id, c.followee_id, c.at_us, int(c.added)] for c in changes])
+
+
+def decode_note(note: str) -> list[EdgeChange]:
+    if not note:
+        return []
+    return [EdgeChange(f, t, at, bool(a), "", "") for f, t, at, a in json.loads(note)]

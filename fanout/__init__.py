@@ -1,0 +1,1 @@
+"""The fanout worker (TweetCreated -> home timelines) lives here; see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""socialgraph: the gRPC service that owns the follow graph."""

@@ -1,0 +1,3 @@
+from graph_service.cli import main
+
+raise SystemExit(main())

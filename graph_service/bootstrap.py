@@ -1,0 +1,34 @@
+"""The composition root: builds every client and adapter of a process from ``Settings``."""
+
+from __future__ import annotations
+
+from graph_service.cache.cached_store import CachedEdgeStore
+from graph_service.cache.graph_cache import GraphCache
+from graph_service.cache.redis_client import build_redis
+from graph_service.service import GraphService
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo
+from graph_service.store.dynamo_edge_store import DynamoEdgeStore
+from graph_service.store.edge_store import EdgeStore
+
+__all__ = ["build_cache", "build_service", "build_store"]
+
+
+def build_cache(settings: Settings) -> GraphCache | None:
+    redis = build_redis(settings)
+    if redis is None:
+        return None
+    return GraphCache(redis, ttl_seconds=settings.cache_ttl_seconds, list_limit=settings.adjacency_cache_limit)
+
+
+def build_store(settings: Settings) -> EdgeStore:
+    store: EdgeStore = DynamoEdgeStore(AsyncDynamo.build(settings), settings)
+    cache = build_cache(settings)
+    if cache is not None:
+        store = CachedEdgeStore(store, cache, list_limit=settings.adjacency_cache_limit)
+    return store
+
+
+def build_service(settings: Settings) -> tuple[GraphService, EdgeStore]:
+    store = build_store(settings)
+    return GraphService(store, settings), store

@@ -1,0 +1,1 @@
+"""Write-through Redis caches: follow state, adjacency lists and counts."""

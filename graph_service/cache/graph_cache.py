@@ -1,0 +1,288 @@
+"""The graph's Redis cache: every operation is one script or one read in one user's slot.
+
+Failure rule: a Redis error never fails a caller. A read that fails is a miss; a write-through
+that fails leaves a *pending invalidation*, and until every pending invalidation has been
+delivered the cache is not trusted for reads (callers go to DynamoDB). The counters consumer
+also invalidates every edge it sees, which covers other replicas and crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import structlog
+from redis.exceptions import RedisError
+
+from graph_service.cache import keys, scripts
+from graph_service.cache.redis_client import AnyRedis
+from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage
+
+__all__ = ["GraphCache"]
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+SENTINEL = "!"  # sorts before every "<digits>#<digits>" member; keeps empty lists cached
+BREAKER_SECONDS = 1.0
+FILL_CHUNK = 1000
+
+
+class GraphCache:
+    def __init__(self, redis: AnyRedis, *, ttl_seconds: int, list_limit: int) -> None:
+        self._redis = redis
+        self._ttl = ttl_seconds
+        self._list_limit = list_limit
+        self._down_until = 0.0
+        self._pending: set[tuple[int, int]] = set()
+        self._flusher: asyncio.Task[None] | None = None
+        self._write_edge = redis.register_script(scripts.WRITE_EDGE)
+        self._fill = redis.register_script(scripts.FILL_IF_EPOCH)
+        self._commit_list = redis.register_script(scripts.COMMIT_LIST_FILL)
+        self._set_counts = redis.register_script(scripts.SET_COUNTS)
+        self._invalidate = redis.register_script(scripts.INVALIDATE)
+        self._repair = redis.register_script(scripts.REPAIR_EDGE)
+        self.hits = 0
+        self.misses = 0
+
+    # -- failure handling -------------------------------------------------------------------
+
+    @property
+    def trusted(self) -> bool:
+        """Reads may use the cache: Redis answers and no invalidation is owed."""
+        return not self._pending and time.monotonic() >= self._down_until
+
+    async def _try(self, call: Callable[[], Awaitable[T]]) -> tuple[bool, T | None]:
+        if time.monotonic() < self._down_until:
+            return False, None
+        try:
+            return True, await call()
+        except (RedisError, OSError) as exc:
+            if time.monotonic() >= self._down_until:
+                log.warning("redis_unavailable", error=str(exc))
+            self._down_until = time.monotonic() + BREAKER_SECONDS
+            return False, None
+
+    def _owe(self, follower_id: int, followee_id: int) -> None:
+        self._pending.add((follower_id, followee_id))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_pending())
+
+    async def _flush_pending(self) -> None:
+        while self._pending:
+            await asyncio.sleep(max(0.05, self._down_until - time.monotonic()))
+            for pair in list(self._pending):
+                if await self.invalidate_edge(*pair):
+                    self._pending.discard(pair)
+        log.info("redis_invalidations_delivered")
+
+    # -- follow state -----------------------------------------------------------------------
+
+    async def epoch(self, user_id: int) -> str | None:
+        """The user's epoch before a store read, or None if a fill must not be tried."""
+        if not self.trusted:
+            return None
+        ok, value = await self._try(lambda: self._redis.get(keys.epoch(user_id)))
+        return str(value or "0") if ok else None
+
+    async def get_follow_state(self, follower_id: int, followee_id: int) -> bool | None:
+        if not self.trusted:
+            return None
+        ok, value = await self._try(lambda: self._redis.get(keys.follow_state(follower_id, followee_id)))
+        if not ok or value is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return bool(value == "1")
+
+    async def fill_follow_state(self, follower_id: int, followee_id: int, following: bool, seen: str) -> None:
+        await self._try(
+            lambda: self._fill(
+                keys=[keys.epoch(follower_id), keys.follow_state(follower_id, followee_id)],
+                args=[seen, "1" if following else "0", self._ttl],
+            )
+        )
+
+    async def write_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> None:
+        """Write-through after a committed follow (``following``) or unfollow."""
+        member_of_followee = Edge(follower_id, at_us).position
+        member_of_follower = Edge(followee_id, at_us).position
+        add = "1" if following else "0"
+        results = await asyncio.gather(
+            self._try(
+                lambda: self._write_edge(
+                    keys=[
+                        keys.epoch(follower_id),
+                        keys.follow_state(follower_id, followee_id),
+                        keys.list_key(Direction.FOLLOWING, follower_id),
+                    ],
+                    args=[add, self._ttl, member_of_follower, add, self._list_limit],
+                )
+            ),
+            self._try(
+                lambda: self._write_edge(
+                    keys=[
+                        keys.epoch(followee_id),
+                        keys.epoch(followee_id),
+                        keys.list_key(Direction.FOLLOWERS, followee_id),
+                    ],
+                    args=["", self._ttl, member_of_followee, add, self._list_limit],
+                )
+            ),
+        )
+        if not all(ok for ok, _ in results):
+            self._owe(follower_id, followee_id)
+
+    async def invalidate_edge(self, follower_id: int, followee_id: int) -> bool:
+        """Drop every entry an edge change may have made stale, in both users' slots."""
+        results = await asyncio.gather(
+            self._try(
+                lambda: self._invalidate(
+                    keys=[
+                        keys.epoch(follower_id),
+                        keys.follow_state(follower_id, followee_id),
+                        keys.list_key(Direction.FOLLOWING, follower_id),
+                    ]
+                )
+            ),
+            self._try(
+                lambda: self._invalidate(
+                    keys=[keys.epoch(followee_id), keys.list_key(Direction.FOLLOWERS, followee_id)]
+                )
+            ),
+        )
+        return all(ok for ok, _ in results)
+
+    async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
+        """Delete any cached entry that disagrees with a committed change (run by the consumer)."""
+        state = "1" if following else "0"
+        results = await asyncio.gather(
+            self._try(
+                lambda: self._repair(
+                    keys=[
+                        keys.epoch(follower_id),
+                        keys.follow_state(follower_id, followee_id),
+                        keys.list_key(Direction.FOLLOWING, follower_id),
+                    ],
+                    args=[state, Edge(followee_id, at_us).position],
+                )
+            ),
+            self._try(
+                lambda: self._repair(
+                    keys=[
+                        keys.epoch(followee_id),
+                        keys.epoch(followee_id),
+                        keys.list_key(Direction.FOLLOWERS, followee_id),
+                    ],
+                    args=[state, Edge(follower_id, at_us).position],
+                )
+            ),
+        )
+        return all(ok for ok, _ in results)
+
+    # -- adjacency lists ----------------------------------------------------------------------
+
+    async def read_list(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage | None:
+        """A page from a cached whole list, or None on a miss."""
+        if not self.trusted:
+            return None
+        start = "+" if after is None else f"({after.position}"
+        ok, members = await self._try(
+            lambda: self._redis.zrange(
+                keys.list_key(direction, user_id),
+                start,
+                f"[{SENTINEL}",
+                desc=True,
+                bylex=True,
+                offset=0,
+                num=limit + 1,
+            )
+        )
+        if not ok or not members:
+            self.misses += 1
+            return None
+        self.hits += 1
+        entries = [Edge.from_position(str(m)) for m in members if m != SENTINEL]
+        return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
+
+    async def fill_list(self, direction: Direction, user_id: int, seen: str, entries: AsyncIterator[Edge]) -> bool:
+        """Load a whole list into a temporary key, then swap it in only if no write came between."""
+        tmp = keys.list_tmp(direction, user_id, secrets.token_hex(4))
+        batch: list[str] = [SENTINEL]
+        count = 0
+        try:
+            async for edge in entries:
+                batch.append(edge.position)
+                count += 1
+                if count > self._list_limit:
+                    await self._try(lambda: self._redis.delete(tmp))
+                    return False
+                if len(batch) >= FILL_CHUNK:
+                    if not await self._add_members(tmp, batch):
+                        return False
+                    batch = []
+            if batch and not await self._add_members(tmp, batch):
+                return False
+            ok, done = await self._try(
+                lambda: self._commit_list(
+                    keys=[keys.epoch(user_id), tmp, keys.list_key(direction, user_id)], args=[seen, self._ttl]
+                )
+            )
+            return bool(ok and done)
+        finally:
+            if count > self._list_limit:
+                await self._try(lambda: self._redis.delete(tmp))
+
+    async def _add_members(self, tmp: str, members: list[str]) -> bool:
+        async def add() -> None:
+            await self._redis.zadd(tmp, dict.fromkeys(members, 0))
+            await self._redis.expire(tmp, 300)
+
+        ok, _ = await self._try(add)
+        return ok
+
+    # -- counts ----------------------------------------------------------------------------
+
+    async def get_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
+        """Cached counts of those users that are cached (one pipelined round trip per node)."""
+        if not self.trusted or not user_ids:
+            return {}
+
+        async def read() -> list[list[str | None]]:
+            pipe = self._redis.pipeline(transaction=False)
+            for user_id in user_ids:
+                pipe.hmget(keys.counts(user_id), ["fl", "fg", "v"])
+            return list(await pipe.execute())
+
+        _, rows = await self._try(read)
+        found: dict[int, Counts] = {}
+        for user_id, row in zip(user_ids, rows or [], strict=False):
+            if row and None not in row:
+                found[user_id] = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+        self.hits += len(found)
+        self.misses += len(user_ids) - len(found)
+        return found
+
+    async def set_counts(self, user_id: int, counts: Counts) -> bool:
+        ok, _ = await self._try(
+            lambda: self._set_counts(
+                keys=[keys.counts(user_id)],
+                args=[counts.followers, counts.following, counts.version, self._ttl],
+            )
+        )
+        return ok
+
+    async def drop_counts(self, user_ids: Sequence[int]) -> bool:
+        async def drop() -> None:
+            for user_id in user_ids:
+                await self._redis.delete(keys.counts(user_id))
+
+        ok, _ = await self._try(drop)
+        return ok
+
+    async def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+        await self._redis.aclose()

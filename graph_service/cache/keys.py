@@ -1,0 +1,36 @@
+"""Redis key names. Every key of one user shares the hash tag ``{<user_id>}``, so the Lua
+scripts that touch several keys stay within one Redis Cluster slot. No command ever
+spans two users' keys."""
+
+from __future__ import annotations
+
+from graph_service.models import Direction
+
+__all__ = ["counts", "epoch", "follow_state", "list_key", "list_tmp"]
+
+PREFIX = "sg"
+
+
+def epoch(user_id: int) -> str:
+    """Bumped by every write touching the user's follow state or lists; guards cache fills."""
+    return f"{PREFIX}:{{{user_id}}}:ep"
+
+
+def follow_state(follower_id: int, followee_id: int) -> str:
+    """'1' or '0': does follower follow followee. Lives in the follower's slot."""
+    return f"{PREFIX}:{{{follower_id}}}:fs:{followee_id}"
+
+
+def list_key(direction: Direction, user_id: int) -> str:
+    """A whole adjacency list as a lexicographic sorted set of ``<at>#<user_id>`` members."""
+    tag = "fl" if direction is Direction.FOLLOWERS else "fg"
+    return f"{PREFIX}:{{{user_id}}}:{tag}"
+
+
+def list_tmp(direction: Direction, user_id: int, token: str) -> str:
+    return f"{list_key(direction, user_id)}:fill:{token}"
+
+
+def counts(user_id: int) -> str:
+    """Hash of ``fl`` (followers), ``fg`` (following) and ``v`` (counter version)."""
+    return f"{PREFIX}:{{{user_id}}}:cnt"

@@ -1,0 +1,71 @@
+"""Lua scripts. Each touches the keys of one user only (one Cluster slot) and runs atomically,
+which is what makes a fill that raced a write refuse itself."""
+
+from __future__ import annotations
+
+__all__ = ["COMMIT_LIST_FILL", "FILL_IF_EPOCH", "INVALIDATE", "REPAIR_EDGE", "SET_COUNTS", "WRITE_EDGE"]
+
+# KEYS: epoch, follow-state key, list key
+# ARGV: state ('1'/'0' or '' to leave it), ttl, member, add ('1') or remove ('0'), list limit
+WRITE_EDGE = """
+redis.call('INCR', KEYS[1])
+if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if ARGV[4] == '1' then redis.call('ZADD', KEYS[3], 0, ARGV[3]) else redis.call('ZREM', KEYS[3], ARGV[3]) end
+  if redis.call('ZCARD', KEYS[3]) > tonumber(ARGV[5]) + 1 then redis.call('DEL', KEYS[3]) end
+end
+return 1
+"""
+
+# KEYS: epoch, key.  ARGV: epoch seen before the store read, value, ttl
+FILL_IF_EPOCH = """
+local now = redis.call('GET', KEYS[1]) or '0'
+if now ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+# KEYS: epoch, temporary list, list.  ARGV: epoch seen before the store read, ttl
+COMMIT_LIST_FILL = """
+local now = redis.call('GET', KEYS[1]) or '0'
+if now ~= ARGV[1] or redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('DEL', KEYS[2])
+  return 0
+end
+redis.call('RENAME', KEYS[2], KEYS[3])
+redis.call('EXPIRE', KEYS[3], ARGV[2])
+return 1
+"""
+
+# KEYS: counts hash.  ARGV: followers, following, version, ttl. Never replaces a newer version.
+SET_COUNTS = """
+local v = redis.call('HGET', KEYS[1], 'v')
+if v and tonumber(v) >= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], 'fl', ARGV[1], 'fg', ARGV[2], 'v', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+# KEYS: epoch, then the keys to drop.  Anything filled from a read that began earlier is refused.
+INVALIDATE = """
+redis.call('INCR', KEYS[1])
+redis.call('DEL', unpack(KEYS, 2))
+return 1
+"""
+
+# Run by the counters consumer for each edge record it sees, in each user's slot.
+# KEYS: epoch, follow-state key (or the epoch again), list.  ARGV: '1' made / '0' removed, member.
+# It only ever deletes what disagrees with the record, so a late record cannot make anything stale.
+REPAIR_EDGE = """
+redis.call('INCR', KEYS[1])
+if KEYS[2] ~= KEYS[1] then
+  local state = redis.call('GET', KEYS[2])
+  if state and state ~= ARGV[1] then redis.call('DEL', KEYS[2]) end
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local present = redis.call('ZSCORE', KEYS[3], ARGV[2])
+  if ARGV[1] == '0' and present then redis.call('ZREM', KEYS[3], ARGV[2]) end
+  if ARGV[1] == '1' and not present then redis.call('DEL', KEYS[3]) end
+end
+return 1
+"""

@@ -1,0 +1,137 @@
+"""`socialgraph up`: the whole local stack in the foreground, stopped cleanly by Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from graph_service.localstack.install import ensure_dynamodb_local, ensure_redis, local_dir
+from graph_service.localstack.processes import ManagedProcess, start_dynamodb_local, start_redis
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo
+from graph_service.store.tables import create_tables
+
+__all__ = ["local_environment", "run_stack"]
+
+
+def local_environment(dynamodb_port: int, redis_port: int) -> dict[str, str]:
+    """Environment of the service and consumers when they run against the local servers."""
+    env = dict(os.environ)
+    env.setdefault("AWS_ACCESS_KEY_ID", "local")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    env["SG_DYNAMODB_ENDPOINT"] = f"http://127.0.0.1:{dynamodb_port}"
+    env["SG_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+    return env
+
+
+def _wait_healthy(target: str, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the service exited with {process.returncode}")
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"service at {target} not SERVING after {timeout}s")
+            time.sleep(0.2)
+
+
+def _banner(target: str) -> str:
+    return f"""
+socialgraph is up. gRPC at {target} (reflection on). Try:
+
+  grpcurl -plaintext {target} list
+  grpcurl -plaintext -d '{{"follower_id": 1, "followee_id": 2}}' {target} socialgraph.v1.SocialGraphService/Follow
+  grpcurl -plaintext -d '{{"follower_id": 1, "followee_id": 2}}' {target} socialgraph.v1.SocialGraphService/IsFollowing
+  grpcurl -plaintext -d '{{"user_id": 2}}' {target} socialgraph.v1.SocialGraphService/ListFollowers
+  grpcurl -plaintext -d '{{"user_id": 2}}' {target} socialgraph.v1.SocialGraphService/GetCounts
+
+(grpcurl is in .venv/bin.) Ctrl-C stops everything.
+"""
+
+
+def run_stack(settings: Settings) -> int:
+    base = local_dir()
+    logs = base / "logs"
+    dynamodb_port = int(os.environ.get("SG_DYNAMODB_LOCAL_PORT", "8000"))
+    redis_port = int(os.environ.get("SG_REDIS_PORT", "6379"))
+    ensure_redis()
+    ensure_dynamodb_local()
+    started: list[ManagedProcess | subprocess.Popen[bytes]] = []
+    stop_requested = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        started.append(start_dynamodb_local(dynamodb_port, logs, base / "data" / "dynamodb"))
+        started.append(start_redis(redis_port, logs, base / "data" / "redis"))
+        env = local_environment(dynamodb_port, redis_port)
+        local = Settings.from_env(env)
+        asyncio.run(_create(local))
+        for command in ("serve", "counters"):
+            log_file = (logs / f"{command}.log").open("ab")
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "graph_service", command],
+                    env=env,
+                    stdout=log_file,
+                    stderr=log_file,
+                )
+            )
+        port = settings.grpc_address.rsplit(":", 1)[1]
+        target = f"127.0.0.1:{port}"
+        service = started[2]
+        assert isinstance(service, subprocess.Popen)
+        _wait_healthy(target, service)
+        print(_banner(target), flush=True)
+        print(f"logs: {logs}", flush=True)
+        while not stop_requested:
+            for process in started:
+                proc = process.process if isinstance(process, ManagedProcess) else process
+                if proc.poll() is not None:
+                    print(f"a component exited ({proc.args!r}); stopping", file=sys.stderr)
+                    return 1
+            time.sleep(0.2)
+        return 0
+    finally:
+        print("stopping...", flush=True)
+        for process in reversed(started):
+            if isinstance(process, ManagedProcess):
+                process.stop()
+            elif process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        print("stopped.", flush=True)
+
+
+async def _create(settings: Settings) -> None:
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        await create_tables(dynamo, settings)
+    finally:
+        dynamo.close()
+
+
+def data_dir() -> Path:
+    return local_dir() / "data"

@@ -1,0 +1,70 @@
+"""Opaque, tamper-evident page tokens bound to the query they came from (AIP-158).
+
+A token is ``base64url(payload) "." base64url(HMAC-SHA256(secret, payload)[:16])``; the payload
+names the query (RPC and its parameters) and the last entry returned. A token from another
+query, a corrupted one, or one signed with another secret is rejected as INVALID_PAGE_TOKEN.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+
+from graph_service.errors import InvalidPageToken
+from graph_service.models import Cursor, Edge
+
+__all__ = ["PageTokenCodec"]
+
+VERSION = 1
+MAC_BYTES = 16
+MAX_TOKEN_LENGTH = 512
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class PageTokenCodec:
+    def __init__(self, secret: str) -> None:
+        self._key = hashlib.sha256(secret.encode()).digest()
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).digest()[:MAC_BYTES]
+
+    def encode(self, scope: str, cursor: Cursor) -> str:
+        payload = json.dumps(
+            {"v": VERSION, "q": scope, "t": cursor.at_us, "u": cursor.user_id}, separators=(",", ":")
+        ).encode()
+        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+
+    def decode(self, scope: str, token: str) -> Cursor | None:
+        """The cursor of a token issued for ``scope``; None for the empty token (first page)."""
+        if not token:
+            return None
+        if len(token) > MAX_TOKEN_LENGTH or token.count(".") != 1:
+            raise InvalidPageToken("malformed")
+        body, mac = token.split(".")
+        try:
+            payload, signature = _unb64(body), _unb64(mac)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidPageToken("malformed") from exc
+        if not hmac.compare_digest(signature, self._mac(payload)):
+            raise InvalidPageToken("signature does not match")
+        try:
+            data = json.loads(payload)
+            at, user = data["t"], data["u"]
+            valid = data["v"] == VERSION and isinstance(at, int) and isinstance(user, int)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidPageToken("malformed") from exc
+        if not valid or at < 0 or not 0 < user < 2**64:
+            raise InvalidPageToken("malformed")
+        if data["q"] != scope:
+            raise InvalidPageToken("issued for a different query")
+        return Edge(user_id=user, at_us=at)

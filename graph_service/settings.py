@@ -1,0 +1,109 @@
+"""One typed settings object, read from the environment once per process.
+
+Every field has a documented default (see the README's configuration table), so the
+local stack needs no configuration and production differs only by environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+__all__ = ["Settings", "SettingsError"]
+
+DEV_PAGE_TOKEN_SECRET = "socialgraph-local-development-secret"  # noqa: S105 - the documented local default
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value that cannot be used."""
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise SettingsError(f"not a boolean: {raw!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Configuration of the service and the consumers; env var = ``SG_`` + upper-cased field name."""
+
+    grpc_address: str = "[::]:50051"
+    """Where the gRPC server listens (host:port)."""
+    dynamodb_endpoint: str = ""
+    """DynamoDB endpoint URL; empty means the AWS default for the region (credentials: standard chain)."""
+    aws_region: str = "us-east-1"
+    """AWS region of the tables and streams."""
+    table_prefix: str = "sg_"
+    """Prefix of every table name, so several deployments can share an account."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis URL (rediss:// for TLS); empty disables caching."""
+    redis_cluster: bool = False
+    """Treat redis_url as a seed node of a Redis Cluster."""
+    redis_timeout_seconds: float = 0.25
+    """Socket timeout of Redis calls; past it a read falls back to DynamoDB."""
+    cache_ttl_seconds: int = 86_400
+    """Lifetime of cached follow states, lists and counts."""
+    adjacency_cache_limit: int = 50_000
+    """Lists longer than this are never cached whole (SPEC §6)."""
+    default_page_size: int = 50
+    """Page size used when a request says 0."""
+    max_page_size: int = 1000
+    """Larger page sizes are clamped to this."""
+    max_batch_size: int = 100
+    """Most IDs accepted by batch RPCs."""
+    page_token_secret: str = DEV_PAGE_TOKEN_SECRET
+    """HMAC key of page tokens; set a real secret, shared by all replicas, in production."""
+    dynamodb_max_workers: int = 32
+    """Threads that run blocking boto3 calls off the event loop."""
+    shutdown_grace_seconds: float = 10.0
+    """How long SIGTERM waits for in-flight calls before cancelling them."""
+    log_level: str = "info"
+    """Minimum log level (debug, info, warning, error)."""
+    stream_poll_seconds: float = 0.25
+    """Idle wait of a stream consumer between empty GetRecords calls."""
+    shard_refresh_seconds: float = 5.0
+    """How often a stream consumer looks for new shards."""
+    counters_consumer_name: str = "counters"
+    """Checkpoint namespace of the counters consumer."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``SG_*`` variables; unknown variables are ignored."""
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for field in fields(cls):
+            raw = env.get(f"SG_{field.name.upper()}")
+            if raw is None:
+                continue
+            kind: type = type(field.default)
+            try:
+                if kind is bool:
+                    values[field.name] = _bool(raw)
+                elif kind is int:
+                    values[field.name] = int(raw)
+                elif kind is float:
+                    values[field.name] = float(raw)
+                else:
+                    values[field.name] = raw
+            except ValueError as exc:
+                raise SettingsError(f"SG_{field.name.upper()}: {exc}") from exc
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if not 1 <= self.default_page_size <= self.max_page_size:
+            raise SettingsError("SG_DEFAULT_PAGE_SIZE must be between 1 and SG_MAX_PAGE_SIZE")
+        if self.max_batch_size < 1 or self.adjacency_cache_limit < 0 or self.cache_ttl_seconds < 1:
+            raise SettingsError("batch size, cache limit and TTL must be positive")
+        if len(self.table_prefix) > 200:
+            raise SettingsError("SG_TABLE_PREFIX is too long")
+
+    def table(self, name: str) -> str:
+        """The full name of one of the project's tables."""
+        return f"{self.table_prefix}{name}"

@@ -1,0 +1,147 @@
+"""Fixtures that start real DynamoDB Local and Redis servers (single node and a 3-master cluster)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import pytest
+import redis
+from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+
+from counters.consumer import run_counters
+from graph_service.localstack.processes import (
+    ManagedProcess,
+    free_port,
+    start_dynamodb_local,
+    start_redis,
+    start_redis_cluster,
+)
+from graph_service.logging import configure_logging
+from graph_service.server import RunningServer, start_server
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo
+from graph_service.store.tables import create_tables
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+configure_logging("warning")
+
+
+@pytest.fixture(scope="session")
+def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("servers")
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local(servers_dir: Path) -> Iterator[str]:
+    """The endpoint URL of a DynamoDB Local (in memory) shared by the session."""
+    proc = start_dynamodb_local(free_port(), servers_dir / "logs")
+    yield f"http://127.0.0.1:{proc.port}"
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_node(servers_dir: Path) -> Iterator[ManagedProcess]:
+    proc = start_redis(free_port(), servers_dir / "logs", servers_dir / "redis")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(servers_dir: Path) -> Iterator[list[int]]:
+    ports = [free_port() for _ in range(3)]
+    proc = start_redis_cluster(ports, servers_dir / "logs", servers_dir / "cluster")
+    yield ports
+    proc.stop()
+
+
+def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -> Settings:
+    base = Settings(
+        grpc_address="127.0.0.1:0",
+        dynamodb_endpoint=dynamodb_endpoint,
+        table_prefix=f"t{uuid.uuid4().hex[:10]}_",
+        redis_url=redis_url,
+        stream_poll_seconds=0.05,
+        shard_refresh_seconds=0.5,
+        shutdown_grace_seconds=2.0,
+        page_token_secret="test-secret",
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def redis_url(redis_node: ManagedProcess) -> str:
+    """A clean single-node Redis for this test."""
+    client = redis.Redis(port=redis_node.port)
+    client.flushall()
+    client.close()
+    return f"redis://127.0.0.1:{redis_node.port}/0"
+
+
+async def ensure_tables(settings: Settings) -> None:
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        await create_tables(dynamo, settings)
+    finally:
+        dynamo.close()
+
+
+@pytest.fixture
+async def settings(dynamodb_local: str, redis_url: str) -> Settings:
+    """Fresh tables (a unique prefix) in the shared DynamoDB Local, and a flushed Redis."""
+    value = make_settings(dynamodb_local, redis_url)
+    await ensure_tables(value)
+    return value
+
+
+@contextlib.asynccontextmanager
+async def running_server(settings: Settings) -> AsyncIterator[RunningServer]:
+    server = await start_server(settings)
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@contextlib.asynccontextmanager
+async def stub_for(port: int) -> AsyncIterator[pb_grpc.SocialGraphServiceStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield pb_grpc.SocialGraphServiceStub(channel)
+
+
+@pytest.fixture
+async def server(settings: Settings) -> AsyncIterator[RunningServer]:
+    async with running_server(settings) as running:
+        yield running
+
+
+@pytest.fixture
+async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.SocialGraphServiceStub]:
+    async with stub_for(server.port) as value:
+        yield value
+
+
+@contextlib.asynccontextmanager
+async def running_counters(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
+    """The counters consumer as a task of the test's event loop."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_counters(settings, stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=15)
+
+
+@pytest.fixture
+async def counters(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
+    async with running_counters(settings) as task:
+        yield task
