@@ -13,6 +13,8 @@ __all__ = ["configure_logging"]
 def configure_logging(level: str = "info") -> None:
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     logging.basicConfig(level=numeric, stream=sys.stderr, format="%(message)s")
+    for chatty in ("botocore", "boto3", "urllib3"):
+        logging.getLogger(chatty).setLevel(max(numeric, logging.WARNING))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

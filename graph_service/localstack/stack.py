@@ -84,6 +84,8 @@ def run_stack(settings: Settings) -> int:
         started.append(start_dynamodb_local(dynamodb_port, logs, base / "data" / "dynamodb"))
         started.append(start_redis(redis_port, logs, base / "data" / "redis"))
         env = local_environment(dynamodb_port, redis_port)
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
         local = Settings.from_env(env)
         asyncio.run(_create(local))
         for command in ("serve", "counters"):

@@ -1,0 +1,108 @@
+"""Follow latency (through gRPC, service, DynamoDB, Redis) vs a bare TransactWriteItems of the same items.
+
+Run: .venv/bin/python -m bench.follow_latency [--count 500]
+Sequential calls against the same DynamoDB Local; SPEC §8 asks p50 within 1.3x of the bare write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+import boto3
+import grpc
+from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+
+from bench.harness import Stack, private_stack
+from graph_service.models import Edge, now_us
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 3),
+        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 3),
+    }
+
+
+def bare_items(stack: Stack, follower: int, followee: int) -> list[dict[str, Any]]:
+    """The same four items a Follow writes (see graph_service/store/dynamo_edge_store.py)."""
+    at = now_us()
+    followers, following = stack.settings.table("followers"), stack.settings.table("following")
+
+    def item(owner: int, sort_key: str, other: int) -> dict[str, Any]:
+        return {"pk": {"N": str(owner)}, "sk": {"S": sort_key}, "other": {"N": str(other)}, "at": {"N": str(at)}}
+
+    absent = "attribute_not_exists(pk)"
+    return [
+        {
+            "Put": {
+                "TableName": followers,
+                "Item": item(followee, f"E#{follower:020d}", follower),
+                "ConditionExpression": absent,
+            }
+        },
+        {"Put": {"TableName": followers, "Item": item(followee, f"T#{Edge(follower, at).position}", follower)}},
+        {
+            "Put": {
+                "TableName": following,
+                "Item": item(follower, f"E#{followee:020d}", followee),
+                "ConditionExpression": absent,
+            }
+        },
+        {"Put": {"TableName": following, "Item": item(follower, f"T#{Edge(followee, at).position}", followee)}},
+    ]
+
+
+def bare(stack: Stack, count: int, first: int) -> list[float]:
+    client = boto3.client(
+        "dynamodb", endpoint_url=stack.settings.dynamodb_endpoint, region_name=stack.settings.aws_region
+    )
+    samples = []
+    for i in range(count):
+        items = bare_items(stack, first + i, 9)
+        started = time.perf_counter()
+        client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def service(stack: Stack, count: int, first: int) -> list[float]:
+    async with grpc.aio.insecure_channel(stack.grpc_target) as channel:
+        stub = pb_grpc.SocialGraphServiceStub(channel)
+        samples = []
+        for i in range(count):
+            request = pb.FollowRequest(follower_id=first + i, followee_id=8)
+            started = time.perf_counter()
+            await stub.Follow(request)
+            samples.append(time.perf_counter() - started)
+        return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--count", type=int, default=500)
+    args = parser.parse_args()
+    with private_stack() as stack:
+        bare(stack, 50, 1_000_000)  # warm both paths
+        asyncio.run(service(stack, 50, 1_000_000))
+        baseline = percentiles(bare(stack, args.count, 2_000_000))
+        measured = percentiles(asyncio.run(service(stack, args.count, 2_000_000)))
+    report = {
+        "benchmark": "follow_latency",
+        "count": args.count,
+        "follow": measured,
+        "bare_transact_write_items": baseline,
+        "p50_ratio": round(measured["p50_ms"] / baseline["p50_ms"], 3),
+        "p99_ratio": round(measured["p99_ms"] / baseline["p99_ms"], 3),
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

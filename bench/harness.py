@@ -1,0 +1,99 @@
+"""Shared by the benchmarks: a private local stack on free ports, and a closed-loop load generator."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph_service.localstack.processes import free_port, start_dynamodb_local, start_redis
+from graph_service.localstack.stack import local_environment
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo
+from graph_service.store.tables import create_tables
+
+__all__ = ["Stack", "closed_loop", "private_stack", "start_process"]
+
+
+@dataclass(frozen=True)
+class Stack:
+    env: dict[str, str]
+    settings: Settings
+    grpc_target: str
+
+
+def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_port(port: int, timeout: float = 30.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing listening on {port}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
+    """DynamoDB Local (in memory), Redis and (optionally) the service, all on free ports."""
+    with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp:
+        base = Path(tmp)
+        dynamo = start_dynamodb_local(free_port(), base / "logs")
+        redis = start_redis(free_port(), base / "logs", base / "redis")
+        service: subprocess.Popen[bytes] | None = None
+        try:
+            grpc_port = free_port()
+            env = local_environment(dynamo.port, redis.port)
+            env.update(SG_GRPC_ADDRESS=f"127.0.0.1:{grpc_port}", SG_LOG_LEVEL="warning", SG_TABLE_PREFIX="bench_")
+            settings = Settings.from_env(env)
+            os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+            asyncio.run(_create(settings))
+            if with_service:
+                service = start_process(["-m", "graph_service", "serve"], env, base / "logs" / "serve.log")
+                wait_port(grpc_port)
+            yield Stack(env=env, settings=settings, grpc_target=f"127.0.0.1:{grpc_port}")
+        finally:
+            if service is not None:
+                service.terminate()
+                service.wait(15)
+            redis.stop()
+            dynamo.stop()
+
+
+async def _create(settings: Settings) -> None:
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        await create_tables(dynamo, settings)
+    finally:
+        dynamo.close()
+
+
+async def closed_loop(call: Callable[[], Awaitable[object]], *, concurrency: int, seconds: float) -> float:
+    """Calls per second with ``concurrency`` callers issuing back-to-back calls for ``seconds``."""
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await call()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done / (time.perf_counter() - started)

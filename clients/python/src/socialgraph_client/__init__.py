@@ -1,0 +1,6 @@
+"""A typed asyncio client for socialgraph.v1 over the generated stubs."""
+
+from socialgraph_client.client import Counts, FollowEntry, SocialGraphClient
+from socialgraph_client.errors import SocialGraphError
+
+__all__ = ["Counts", "FollowEntry", "SocialGraphClient", "SocialGraphError"]

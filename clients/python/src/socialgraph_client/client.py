@@ -1,0 +1,116 @@
+"""``SocialGraphClient.connect(target)``: async methods per RPC and iterators that hide page tokens."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import grpc
+from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+
+from socialgraph_client.errors import SocialGraphError
+
+__all__ = ["Counts", "FollowEntry", "SocialGraphClient"]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class FollowEntry:
+    user_id: int
+    followed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    user_id: int
+    followers: int
+    following: int
+
+
+class SocialGraphClient:
+    """One channel to the service. Use as ``async with await SocialGraphClient.connect(...)``."""
+
+    def __init__(self, channel: grpc.aio.Channel, *, timeout: float | None) -> None:
+        self._channel = channel
+        self._stub = pb_grpc.SocialGraphServiceStub(channel)
+        self._timeout = timeout
+
+    @classmethod
+    async def connect(
+        cls,
+        target: str,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        call_timeout: float | None = 5.0,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> SocialGraphClient:
+        """Open a channel (TLS when ``credentials`` is given) and wait until it is ready."""
+        if credentials is None:
+            channel = grpc.aio.insecure_channel(target, options=list(options))
+        else:
+            channel = grpc.aio.secure_channel(target, credentials, options=list(options))
+        await channel.channel_ready()
+        return cls(channel, timeout=call_timeout)
+
+    async def __aenter__(self) -> SocialGraphClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def _call(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
+        try:
+            return await method(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            raise SocialGraphError.from_rpc_error(error) from error
+
+    async def follow(self, follower_id: int, followee_id: int) -> bool:
+        """True when the follow is in place; False when it is a pending request (private account)."""
+        reply = await self._call(self._stub.Follow, pb.FollowRequest(follower_id=follower_id, followee_id=followee_id))
+        return reply.state == pb.FOLLOW_STATE_FOLLOWING
+
+    async def unfollow(self, follower_id: int, followee_id: int) -> None:
+        await self._call(self._stub.Unfollow, pb.UnfollowRequest(follower_id=follower_id, followee_id=followee_id))
+
+    async def is_following(self, follower_id: int, followee_id: int) -> bool:
+        request = pb.IsFollowingRequest(follower_id=follower_id, followee_id=followee_id)
+        return (await self._call(self._stub.IsFollowing, request)).following
+
+    async def get_counts(self, user_id: int) -> Counts:
+        reply = await self._call(self._stub.GetCounts, pb.GetCountsRequest(user_id=user_id))
+        return Counts(user_id, reply.followers_count, reply.following_count)
+
+    async def batch_get_counts(self, user_ids: Sequence[int]) -> list[Counts]:
+        reply = await self._call(self._stub.BatchGetCounts, pb.BatchGetCountsRequest(user_ids=list(user_ids)))
+        return [Counts(c.user_id, c.followers_count, c.following_count) for c in reply.counts]
+
+    async def iter_followers(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowEntry]:
+        """Every follower, newest first, fetching pages as the loop goes."""
+        token = ""
+        while True:
+            request = pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=token)
+            reply = await self._call(self._stub.ListFollowers, request)
+            for entry in reply.followers:
+                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime())
+            token = reply.next_page_token
+            if not token:
+                return
+
+    async def iter_following(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowEntry]:
+        """Every account the user follows, newest first."""
+        token = ""
+        while True:
+            request = pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=token)
+            reply = await self._call(self._stub.ListFollowing, request)
+            for entry in reply.following:
+                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime())
+            token = reply.next_page_token
+            if not token:
+                return

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Creates .venv with Python 3.11 and installs the project (pinned by requirements/constraints.txt).
+# Idempotent: reinstalls only when a dependency file changed. Sourced by scripts/stack and scripts/test.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "socialgraph needs Python 3.11 (found: $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+
+stamp=.venv/.socialgraph-installed
+want=$(cat pyproject.toml clients/python/pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -c requirements/constraints.txt -e clients/python -e '.[dev]'
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,413 @@
+"""The counters consumer under crashes, replays and large batches, against DynamoDB Local and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+
+from counters.applier import CounterApplier, Fence
+from counters.checkpoints import CheckpointStore
+from counters.consumer import CacheRepairer, CountersConsumer, run_counters, stream_arn
+from counters.edge_changes import EdgeChange
+from graph_service.bootstrap import build_cache
+from graph_service.cache import keys
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo
+from tests.conftest import running_counters
+from tests.servers import eventually
+
+REPO = Path(__file__).resolve().parents[2]
+Expected = dict[int, tuple[int, int]]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+class Graph:
+    """The test's own model of which edges exist, updated only after the service acknowledged."""
+
+    def __init__(self) -> None:
+        self.edges: set[tuple[int, int]] = set()
+        self.users: set[int] = set()
+
+    def expected(self) -> Expected:
+        followers = Counter(t for _, t in self.edges)
+        following = Counter(f for f, _ in self.edges)
+        return {u: (followers[u], following[u]) for u in sorted(self.users)}
+
+
+async def toggle_edges(
+    stub: pb_grpc.SocialGraphServiceStub,
+    graph: Graph,
+    pairs: list[tuple[int, int]],
+    rng: random.Random,
+    stop: asyncio.Event,
+    max_ops: int,
+) -> int:
+    """Follow or unfollow random pairs of this worker's own pool (so the model stays exact)."""
+    done = 0
+    while not stop.is_set() and done < max_ops:
+        follower, followee = rng.choice(pairs)
+        graph.users |= {follower, followee}
+        if (follower, followee) in graph.edges:
+            await stub.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
+            graph.edges.discard((follower, followee))
+        else:
+            for _ in range(rng.choice((1, 1, 2))):  # sometimes a repeated (idempotent) follow
+                await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
+            graph.edges.add((follower, followee))
+        done += 1
+    return done
+
+
+def random_pairs(rng: random.Random, users: int, count: int) -> list[tuple[int, int]]:
+    pairs: set[tuple[int, int]] = set()
+    while len(pairs) < count:
+        follower, followee = rng.sample(range(1, users + 1), 2)
+        pairs.add((follower, followee))
+    return sorted(pairs)
+
+
+async def burst(
+    stub: pb_grpc.SocialGraphServiceStub,
+    graph: Graph,
+    rng: random.Random,
+    stop: asyncio.Event,
+    *,
+    users: int = 150,
+    workers: int = 6,
+    max_ops_per_worker: int = 10_000,
+) -> int:
+    """Concurrent follows/unfollows until ``stop`` is set; each worker owns a disjoint set of pairs."""
+    pairs = random_pairs(rng, users, 80 * workers)
+    pools = [pairs[i::workers] for i in range(workers)]
+    done = await asyncio.gather(
+        *(
+            toggle_edges(stub, graph, pool, random.Random(rng.random()), stop, max_ops_per_worker)
+            for pool in pools
+        )
+    )
+    return sum(done)
+
+
+async def service_counts(stub: pb_grpc.SocialGraphServiceStub, users: list[int]) -> Expected:
+    found: Expected = {}
+    for start in range(0, len(users), 100):
+        reply = await stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=users[start : start + 100]))
+        found.update({c.user_id: (c.followers_count, c.following_count) for c in reply.counts})
+    return found
+
+
+async def table_counts(settings: Settings, users: list[int]) -> Expected:
+    """The counters as stored in the users table (strongly consistent read)."""
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        applier = CounterApplier(dynamo, settings)
+        found: Expected = {}
+        for start in range(0, len(users), 100):
+            stored = await applier.read_counts(users[start : start + 100])
+            found.update({u: (c.followers, c.following) for u, c in stored.items()})
+        return found
+    finally:
+        dynamo.close()
+
+
+async def cached_counts(settings: Settings, users: list[int]) -> dict[int, tuple[int, int] | None]:
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        found: dict[int, tuple[int, int] | None] = {}
+        for user in users:
+            fl, fg = await client.hmget(keys.counts(user), ["fl", "fg"])
+            found[user] = None if fl is None or fg is None else (int(fl), int(fg))
+        return found
+    finally:
+        await client.aclose()
+
+
+async def assert_counts_exact(stub: pb_grpc.SocialGraphServiceStub, settings: Settings, graph: Graph) -> None:
+    """GetCounts converges to the true edge counts; DynamoDB and the Redis count hashes agree."""
+    expected = graph.expected()
+    users = sorted(expected)
+    await eventually(lambda: service_counts(stub, users), lambda got: got == expected, timeout=30)
+    assert await table_counts(settings, users) == expected
+    cached = await cached_counts(settings, users)
+    assert {u: v for u, v in cached.items() if v is not None} == expected
+    # The edge table agrees with the model too (the model is not fooling itself).
+    for user in rng_sample(users, 10):
+        listed = await stub.ListFollowers(pb.ListFollowersRequest(user_id=user, page_size=1000))
+        assert len(listed.followers) == expected[user][0]
+
+
+def rng_sample(values: list[int], k: int) -> list[int]:
+    return random.Random(len(values)).sample(values, min(k, len(values)))
+
+
+async def read_stream(settings: Settings, min_edge_records: int) -> tuple[str, list[dict[str, Any]]]:
+    """Every record of the followers table's (single) stream shard, once ``min_edge_records`` are there."""
+    dynamo = AsyncDynamo.build(settings)
+    streams = AsyncDynamo.build(settings, "dynamodbstreams")
+    try:
+        arn = await stream_arn(dynamo, settings)
+        shards = (await streams.call("describe_stream", StreamArn=arn))["StreamDescription"]["Shards"]
+        assert len(shards) == 1
+        shard_id = shards[0]["ShardId"]
+
+        async def read_all() -> list[dict[str, Any]]:
+            iterator = (
+                await streams.call(
+                    "get_shard_iterator", StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+                )
+            )["ShardIterator"]
+            records: list[dict[str, Any]] = []
+            while iterator:
+                response = await streams.call("get_records", ShardIterator=iterator, Limit=1000)
+                if not response["Records"]:
+                    break
+                records += response["Records"]
+                iterator = response.get("NextShardIterator")
+            return records
+
+        def edge_records(records: list[dict[str, Any]]) -> int:
+            return sum(r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#") for r in records)
+
+        records = await eventually(read_all, lambda r: edge_records(r) >= min_edge_records)
+        return shard_id, records
+    finally:
+        dynamo.close()
+        streams.close()
+
+
+@contextlib.asynccontextmanager
+async def counters_consumer(settings: Settings) -> AsyncIterator[CountersConsumer]:
+    """The stream handler of the counters consumer, wired as ``run_counters`` wires it."""
+    dynamo = AsyncDynamo.build(settings)
+    applier = CounterApplier(dynamo, settings)
+    repairer = CacheRepairer(build_cache(settings), applier)
+    try:
+        yield CountersConsumer(applier, CheckpointStore(dynamo, settings, settings.counters_consumer_name), repairer)
+    finally:
+        await repairer.close()
+        dynamo.close()
+
+
+async def follow_all(stub: pb_grpc.SocialGraphServiceStub, graph: Graph, pairs: list[tuple[int, int]]) -> None:
+    semaphore = asyncio.Semaphore(16)
+
+    async def follow(follower: int, followee: int) -> None:
+        async with semaphore:
+            await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
+        graph.edges.add((follower, followee))
+        graph.users |= {follower, followee}
+
+    await asyncio.gather(*(follow(f, t) for f, t in pairs))
+
+
+# -- crash and restart -----------------------------------------------------------------------
+
+
+async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_once(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+) -> None:
+    """Cancelling the consumer task between and inside batches while writes go on never double counts."""
+    rng = random.Random(20240611)
+    graph = Graph()
+    stop_writes = asyncio.Event()
+    # A backlog first, so the first incarnations see big batches that split into several chunks.
+    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=25)
+    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=40))
+    kills = 0
+    try:
+        while kills < 6 or (not writer.done() and kills < 40):
+            task = asyncio.create_task(run_counters(settings, asyncio.Event()))
+            await asyncio.sleep(rng.uniform(0.02, 0.4))  # fault injection: kill at a random moment
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            kills += 1
+    finally:
+        stop_writes.set()
+        await writer
+    assert graph.edges
+    async with running_counters(settings):
+        await assert_counts_exact(stub, settings, graph)
+
+
+def consumer_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "SG_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint,
+        "SG_TABLE_PREFIX": settings.table_prefix,
+        "SG_REDIS_URL": settings.redis_url,
+        "SG_STREAM_POLL_SECONDS": str(settings.stream_poll_seconds),
+        "SG_SHARD_REFRESH_SECONDS": str(settings.shard_refresh_seconds),
+        "SG_LOG_LEVEL": "warning",
+    }
+
+
+async def start_consumer_process(settings: Settings, log_path: Path) -> asyncio.subprocess.Process:
+    with log_path.open("ab") as log_file:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "graph_service",
+            "counters",
+            env=consumer_env(settings),
+            cwd=REPO,
+            stdout=log_file,
+            stderr=log_file,
+        )
+
+
+async def checkpoints(settings: Settings) -> dict[str, str | None]:
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        store = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
+        return {shard: c.sequence for shard, c in (await store.load_all()).items()}
+    finally:
+        dynamo.close()
+
+
+async def test_consumer_process_sigkilled_during_a_burst_counts_every_edge_exactly_once(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings, tmp_path: Path
+) -> None:
+    """SIGKILLing `graph_service counters` while it works and restarting it leaves the counts exact."""
+    rng = random.Random(777)
+    graph = Graph()
+    log_path = tmp_path / "counters.log"
+    stop_writes = asyncio.Event()
+    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=20)
+    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=30))
+    kills = 0
+    try:
+        while kills < 3 or (not writer.done() and kills < 6):
+            kills += 1
+            before = await checkpoints(settings)
+            process = await start_consumer_process(settings, log_path)
+            try:
+                # Kill only once this incarnation has committed something, at a random moment after.
+                await eventually(lambda: checkpoints(settings), lambda now, b=before: now != b, timeout=30)
+                await asyncio.sleep(rng.uniform(0.0, 0.3))  # fault injection
+            finally:
+                process.kill()
+                await process.wait()
+            assert process.returncode == -signal.SIGKILL, log_path.read_text()
+    finally:
+        stop_writes.set()
+        await writer
+    process = await start_consumer_process(settings, log_path)
+    try:
+        await assert_counts_exact(stub, settings, graph)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(process.wait(), timeout=15)
+    assert code == 0, log_path.read_text()
+
+
+# -- replays and large batches ---------------------------------------------------------------
+
+
+async def test_replayed_batch_with_stale_committed_position_is_counted_once(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+) -> None:
+    """Handling the same records again from a stale position (crash after commit) changes nothing."""
+    graph = Graph()
+    pairs = [(f, t) for f in range(1, 8) for t in range(1, 8) if f != t and (f + t) % 3]
+    await follow_all(stub, graph, pairs)
+    for follower, followee in pairs[::4]:
+        await stub.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
+        graph.edges.discard((follower, followee))
+    shard_id, records = await read_stream(settings, len(pairs) + len(pairs[::4]))
+    async with counters_consumer(settings) as consumer:
+        committed = await consumer.handle(shard_id, records, None)
+        assert committed == records[-1]["dynamodb"]["SequenceNumber"]
+        assert await consumer.handle(shard_id, records, None) == committed
+        assert await consumer.handle(shard_id, records[: len(records) // 2], None) == committed
+        assert consumer.applied_changes == len(pairs) + len(pairs[::4])
+    assert await table_counts(settings, sorted(graph.users)) == graph.expected()
+    assert await service_counts(stub, sorted(graph.users)) == graph.expected()
+
+
+async def test_batch_of_many_distinct_users_replayed_after_partial_commit_is_counted_exactly(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+) -> None:
+    """150 follows of 300 distinct users in one batch span several transactions; a replay after a crash mid-batch adds nothing."""
+    graph = Graph()
+    pairs = [(10_000 + i, 20_000 + i) for i in range(150)] + [(10_000 + i, 30_000) for i in range(0, 150, 3)]
+    await follow_all(stub, graph, pairs)
+    shard_id, records = await read_stream(settings, len(pairs))
+    async with counters_consumer(settings) as consumer:
+        # A crash after the first chunks committed: the process restarts from the stale position.
+        partial = await consumer.handle(shard_id, records[: len(records) // 3], None)
+        assert partial is not None
+        committed = await consumer.handle(shard_id, records, None)
+        assert committed == records[-1]["dynamodb"]["SequenceNumber"]
+        assert await consumer.handle(shard_id, records, partial) == committed
+        assert consumer.applied_changes == len(pairs)
+    assert await table_counts(settings, sorted(graph.users)) == graph.expected()
+    assert await service_counts(stub, [30_000, 10_000, 20_149]) == {30_000: (50, 0), 10_000: (0, 2), 20_149: (1, 0)}
+
+
+async def test_backlog_of_many_distinct_users_is_counted_exactly_by_the_running_consumer(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+) -> None:
+    """A stream backlog of 150 follows between distinct users, read in one batch, is counted exactly."""
+    graph = Graph()
+    await follow_all(stub, graph, [(40_000 + i, 50_000 + i) for i in range(150)])
+    async with running_counters(settings):
+        await assert_counts_exact(stub, settings, graph)
+
+
+# -- never negative --------------------------------------------------------------------------
+
+
+async def test_removal_of_an_edge_never_counted_leaves_counts_at_zero(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+) -> None:
+    """Applying a REMOVE for an edge that was never counted clamps at zero; a later INSERT counts one."""
+    removed = EdgeChange(follower_id=61, followee_id=62, at_us=1, added=False, sequence="1", event_id="r1")
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        applier = CounterApplier(dynamo, settings)
+        new = await applier.apply([removed, removed], lambda: Fence([]))
+        assert {u: (c.followers, c.following) for u, c in new.items()} == {61: (0, 0), 62: (0, 0)}
+        assert await table_counts(settings, [61, 62]) == {61: (0, 0), 62: (0, 0)}
+        assert await service_counts(stub, [61, 62]) == {61: (0, 0), 62: (0, 0)}
+        added = EdgeChange(follower_id=61, followee_id=62, at_us=2, added=True, sequence="2", event_id="a1")
+        await applier.apply([added], lambda: Fence([]))
+    finally:
+        dynamo.close()
+    assert await table_counts(settings, [61, 62]) == {61: (0, 1), 62: (1, 0)}
+
+
+async def test_stream_removals_without_their_inserts_never_drive_counts_negative(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+) -> None:
+    """A consumer that only ever sees the REMOVE records of a follow/unfollow keeps every count at zero."""
+    graph = Graph()
+    await follow_all(stub, graph, [(71, 72), (73, 72), (72, 71)])
+    for follower, followee in sorted(graph.edges):
+        await stub.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
+    shard_id, records = await read_stream(settings, 6)
+    removals = [r for r in records if r["eventName"] == "REMOVE"]
+    assert len(removals) == 6  # the membership and the ordering item of each edge
+    async with counters_consumer(settings) as consumer:
+        await consumer.handle(shard_id, removals, None)
+    zero = {71: (0, 0), 72: (0, 0), 73: (0, 0)}
+    assert await table_counts(settings, [71, 72, 73]) == zero
+    assert await service_counts(stub, [71, 72, 73]) == zero
+
