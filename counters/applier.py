@@ -31,6 +31,7 @@ __all__ = ["MAX_USERS_PER_CHUNK", "CounterApplier", "Fence", "FenceRejected", "c
 log = structlog.get_logger(__name__)
 MAX_USERS_PER_CHUNK = 90
 MAX_ATTEMPTS = 20
+MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit; the cache repairer may ask for more users
 
 
 class FenceRejected(Exception):
@@ -55,14 +56,14 @@ class CounterApplier:
 
     async def read_counts(self, user_ids: list[int]) -> dict[int, Counts]:
         counts = {u: Counts() for u in user_ids}
-        request: dict[str, Any] = {
-            self._users: {"Keys": [{"user_id": {"N": str(u)}} for u in user_ids], "ConsistentRead": True}
-        }
-        while request:
-            response = await self._dynamo.call("batch_get_item", RequestItems=request)
-            for item in response["Responses"].get(self._users, []):
-                counts[int(item["user_id"]["N"])] = parse_counts(item)
-            request = response.get("UnprocessedKeys") or {}
+        for start in range(0, len(user_ids), MAX_KEYS_PER_BATCH_GET):
+            keys = [{"user_id": {"N": str(u)}} for u in user_ids[start : start + MAX_KEYS_PER_BATCH_GET]]
+            request: dict[str, Any] = {self._users: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                response = await self._dynamo.call("batch_get_item", RequestItems=request)
+                for item in response["Responses"].get(self._users, []):
+                    counts[int(item["user_id"]["N"])] = parse_counts(item)
+                request = response.get("UnprocessedKeys") or {}
         return counts
 
     def _update(self, user_id: int, old: Counts, new: Counts) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class PageTokenCodec:
             payload, signature = _unb64(body), _unb64(mac)
         except (binascii.Error, ValueError) as exc:
             raise InvalidPageToken("malformed") from exc
+        if _b64(payload) != body or _b64(signature) != mac:
+            # base64 decoding is lenient (unused low bits, padding, '+' for '-'): accept only the
+            # one spelling encode() produces, so that no altered token is ever taken.
+            raise InvalidPageToken("malformed")
         if not hmac.compare_digest(signature, self._mac(payload)):
             raise InvalidPageToken("signature does not match")
         try:

@@ -34,7 +34,7 @@ class CachedEdgeStore:
 
     async def unfollow(self, follower_id: int, followee_id: int) -> int | None:
         at = await self._store.unfollow(follower_id, followee_id)
-        await self.cache.write_edge(follower_id, followee_id, at or 0, following=False)
+        await self.cache.write_edge(follower_id, followee_id, at, following=False)
         return at
 
     async def is_following(self, follower_id: int, followee_id: int) -> bool:

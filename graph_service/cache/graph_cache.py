@@ -27,6 +27,11 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 SENTINEL = "!"  # sorts before every "<digits>#<digits>" member; keeps empty lists cached
 BREAKER_SECONDS = 1.0
+TOMBSTONE_MS = 300_000  # far longer than any write takes from commit to cache
+# redis-py can leak a connection torn down under it (a peer reset, or a pooled cluster connection
+# disconnected by another task mid-use) as AttributeError/TypeError instead of ConnectionError
+# (redis/redis-py#4287). For the failure rule these are Redis failures like any other.
+REDIS_FAILURES = (RedisError, OSError, AttributeError, TypeError)
 FILL_CHUNK = 1000
 
 
@@ -59,7 +64,7 @@ class GraphCache:
             return False, None
         try:
             return True, await call()
-        except (RedisError, OSError) as exc:
+        except REDIS_FAILURES as exc:
             if time.monotonic() >= self._down_until:
                 log.warning("redis_unavailable", error=str(exc))
             self._down_until = time.monotonic() + BREAKER_SECONDS
@@ -105,32 +110,31 @@ class GraphCache:
             )
         )
 
-    async def write_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> None:
-        """Write-through after a committed follow (``following``) or unfollow."""
-        member_of_followee = Edge(follower_id, at_us).position
-        member_of_follower = Edge(followee_id, at_us).position
+    async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> None:
+        """Write-through after a committed follow (``following``) or unfollow of the edge made at ``at_us``.
+
+        ``at_us`` is None for an unfollow that found no edge: only the follow state is dropped.
+        """
         add = "1" if following else "0"
+        now_ms = int(time.time() * 1000)
+
+        def script(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
+            member = "" if at_us is None else Edge(other, at_us).position
+            return lambda: self._write_edge(
+                keys=[
+                    keys.epoch(owner),
+                    state_key,
+                    keys.list_key(direction, owner),
+                    keys.list_tombstones(direction, owner),
+                ],
+                args=[add, member, self._list_limit, now_ms, TOMBSTONE_MS],
+            )
+
         results = await asyncio.gather(
             self._try(
-                lambda: self._write_edge(
-                    keys=[
-                        keys.epoch(follower_id),
-                        keys.follow_state(follower_id, followee_id),
-                        keys.list_key(Direction.FOLLOWING, follower_id),
-                    ],
-                    args=[add, self._ttl, member_of_follower, add, self._list_limit],
-                )
+                script(follower_id, keys.follow_state(follower_id, followee_id), Direction.FOLLOWING, followee_id)
             ),
-            self._try(
-                lambda: self._write_edge(
-                    keys=[
-                        keys.epoch(followee_id),
-                        keys.epoch(followee_id),
-                        keys.list_key(Direction.FOLLOWERS, followee_id),
-                    ],
-                    args=["", self._ttl, member_of_followee, add, self._list_limit],
-                )
-            ),
+            self._try(script(followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id)),
         )
         if not all(ok for ok, _ in results):
             self._owe(follower_id, followee_id)
@@ -158,27 +162,23 @@ class GraphCache:
     async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
         """Delete any cached entry that disagrees with a committed change (run by the consumer)."""
         state = "1" if following else "0"
+
+        def script(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
+            return lambda: self._repair(
+                keys=[
+                    keys.epoch(owner),
+                    state_key,
+                    keys.list_key(direction, owner),
+                    keys.list_tombstones(direction, owner),
+                ],
+                args=[state, Edge(other, at_us).position],
+            )
+
         results = await asyncio.gather(
             self._try(
-                lambda: self._repair(
-                    keys=[
-                        keys.epoch(follower_id),
-                        keys.follow_state(follower_id, followee_id),
-                        keys.list_key(Direction.FOLLOWING, follower_id),
-                    ],
-                    args=[state, Edge(followee_id, at_us).position],
-                )
+                script(follower_id, keys.follow_state(follower_id, followee_id), Direction.FOLLOWING, followee_id)
             ),
-            self._try(
-                lambda: self._repair(
-                    keys=[
-                        keys.epoch(followee_id),
-                        keys.epoch(followee_id),
-                        keys.list_key(Direction.FOLLOWERS, followee_id),
-                    ],
-                    args=[state, Edge(follower_id, at_us).position],
-                )
-            ),
+            self._try(script(followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id)),
         )
         return all(ok for ok, _ in results)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from graph_service.models import Direction
 
-__all__ = ["counts", "epoch", "follow_state", "list_key", "list_tmp"]
+__all__ = ["counts", "epoch", "follow_state", "list_key", "list_tmp", "list_tombstones"]
 
 PREFIX = "sg"
 
@@ -25,6 +25,11 @@ def list_key(direction: Direction, user_id: int) -> str:
     """A whole adjacency list as a lexicographic sorted set of ``<at>#<user_id>`` members."""
     tag = "fl" if direction is Direction.FOLLOWERS else "fg"
     return f"{PREFIX}:{{{user_id}}}:{tag}"
+
+
+def list_tombstones(direction: Direction, user_id: int) -> str:
+    """Members recently removed from the list (scored by removal time); they may not come back."""
+    return f"{list_key(direction, user_id)}:gone"
 
 
 def list_tmp(direction: Direction, user_id: int, token: str) -> str:

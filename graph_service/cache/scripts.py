@@ -5,14 +5,31 @@ from __future__ import annotations
 
 __all__ = ["COMMIT_LIST_FILL", "FILL_IF_EPOCH", "INVALIDATE", "REPAIR_EDGE", "SET_COUNTS", "WRITE_EDGE"]
 
-# KEYS: epoch, follow-state key, list key
-# ARGV: state ('1'/'0' or '' to leave it), ttl, member, add ('1') or remove ('0'), list limit
+# After a committed follow or unfollow, in one user's slot.
+# KEYS: epoch, follow-state key (or the epoch again), list key, the list's tombstones
+# ARGV: add ('1') or remove ('0'), member ('' when there is none), list limit, now (ms), tombstone life (ms)
+#
+# The follow state is deleted, not set: two writes of one edge may reach Redis in another order
+# than they committed, and only a delete commutes. List members are unique per follow (they hold
+# its timestamp), so add and remove of one member are made to commute with a short-lived
+# tombstone: once removed, a member is never added back.
 WRITE_EDGE = """
 redis.call('INCR', KEYS[1])
-if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2]) end
+if KEYS[2] ~= KEYS[1] then redis.call('DEL', KEYS[2]) end
+if ARGV[2] == '' then return 1 end
+local now = tonumber(ARGV[4])
+if ARGV[1] == '0' then
+  redis.call('ZADD', KEYS[4], now, ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[5]))
+  redis.call('PEXPIRE', KEYS[4], ARGV[5])
+end
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  if ARGV[4] == '1' then redis.call('ZADD', KEYS[3], 0, ARGV[3]) else redis.call('ZREM', KEYS[3], ARGV[3]) end
-  if redis.call('ZCARD', KEYS[3]) > tonumber(ARGV[5]) + 1 then redis.call('DEL', KEYS[3]) end
+  if ARGV[1] == '0' then
+    redis.call('ZREM', KEYS[3], ARGV[2])
+  elseif not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+    redis.call('ZADD', KEYS[3], 0, ARGV[2])
+  end
+  if redis.call('ZCARD', KEYS[3]) > tonumber(ARGV[3]) + 1 then redis.call('DEL', KEYS[3]) end
 end
 return 1
 """
@@ -54,7 +71,8 @@ return 1
 """
 
 # Run by the counters consumer for each edge record it sees, in each user's slot.
-# KEYS: epoch, follow-state key (or the epoch again), list.  ARGV: '1' made / '0' removed, member.
+# KEYS: epoch, follow-state key (or the epoch again), list, the list's tombstones.
+# ARGV: '1' made / '0' removed, member.
 # It only ever deletes what disagrees with the record, so a late record cannot make anything stale.
 REPAIR_EDGE = """
 redis.call('INCR', KEYS[1])
@@ -65,7 +83,9 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   local present = redis.call('ZSCORE', KEYS[3], ARGV[2])
   if ARGV[1] == '0' and present then redis.call('ZREM', KEYS[3], ARGV[2]) end
-  if ARGV[1] == '1' and not present then redis.call('DEL', KEYS[3]) end
+  if ARGV[1] == '1' and not present and not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+    redis.call('DEL', KEYS[3])
+  end
 end
 return 1
 """

@@ -122,6 +122,12 @@ def start_redis(port: int, log_dir: Path, data_dir: Path, *extra: str, name: str
     return proc
 
 
+def _cluster_bus_port(port: int) -> list[str]:
+    """The bus port defaults to ``port + 10000``; above 55535 that does not exist and redis-server
+    refuses to start, so such a node (e.g. on a free ephemeral port) gets a free bus port of its own."""
+    return [] if port + 10000 <= 65535 else ["--cluster-port", str(free_port())]
+
+
 def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> ManagedProcess:
     """A Redis Cluster of ``len(ports)`` masters, no replicas; the first node carries the rest."""
     nodes = [
@@ -135,6 +141,7 @@ def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> Mana
             str(data_dir / str(port) / "nodes.conf"),
             "--cluster-node-timeout",
             "2000",
+            *_cluster_bus_port(port),
             name=f"redis-cluster-{port}",
         )
         for port in ports

@@ -8,18 +8,20 @@ import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from tests.servers import eventually
 
-Stub = pb_grpc.SocialGraphServiceStub
+if TYPE_CHECKING:
+    # The async stub type exists only for type checkers; at run time the stub is the generated class.
+    from socialgraph.v1.social_graph_pb2_grpc import SocialGraphServiceAsyncStub as Stub
+
 DOMAIN = "socialgraph.v1"
 MAX_ID = 2**64 - 1
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -35,7 +37,7 @@ async def rejected(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> 
         await call
     error = caught.value
     assert error.code() == code, error.details()
-    status = rpc_status.from_call(error)
+    status = rpc_status.from_call(cast("grpc.Call", error))  # an AioRpcError has the methods it reads
     assert status is not None, "the error carries no google.rpc.Status"
     assert status.code == code.value[0]
     infos = []
@@ -96,9 +98,11 @@ async def snapshot(stub: Stub) -> Snapshot:
         *(stub.IsFollowing(pb.IsFollowingRequest(follower_id=a, followee_id=b)) for a, b in pairs)
     )
     counts = await stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=list(USERS)))
+    followers = await asyncio.gather(*(followers_of(stub, u) for u in USERS))
+    following = await asyncio.gather(*(following_of(stub, u) for u in USERS))
     return Snapshot(
-        followers={u: await followers_of(stub, u) for u in USERS},
-        following={u: await following_of(stub, u) for u in USERS},
+        followers=dict(zip(USERS, followers, strict=True)),
+        following=dict(zip(USERS, following, strict=True)),
         is_following={pair: reply.following for pair, reply in zip(pairs, states, strict=True)},
         counts={c.user_id: (c.followers_count, c.following_count) for c in counts.counts},
     )
@@ -124,27 +128,42 @@ class Graph:
     tokens: Tokens
 
 
-@pytest.fixture
-async def graph(stub: Stub, counters: asyncio.Task[None]) -> AsyncIterator[Graph]:
-    """The small test graph with settled counts, a snapshot of it, and real page tokens; checks it is unchanged after."""
+async def build_graph(stub: Stub, counted: bool) -> Graph:
+    """Make the test graph, wait for its counts (all 0 when no counters consumer runs), take a snapshot and tokens."""
     for follower, followee in EDGES:
         await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
+    counts = expected_counts() if counted else dict.fromkeys(USERS, (0, 0))
     await eventually(
         lambda: stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=list(USERS))),
-        lambda r: {c.user_id: (c.followers_count, c.following_count) for c in r.counts} == expected_counts(),
+        lambda r: {c.user_id: (c.followers_count, c.following_count) for c in r.counts} == counts,
     )
     before = await snapshot(stub)
     assert before.followers[2] == [4, 3, 1]
     assert before.following[2] == [6, 5]
-    assert before.counts == expected_counts()
+    assert before.counts == counts
     tokens = Tokens(
         followers_of_2=(await stub.ListFollowers(pb.ListFollowersRequest(user_id=2, page_size=1))).next_page_token,
         followers_of_5=(await stub.ListFollowers(pb.ListFollowersRequest(user_id=5, page_size=1))).next_page_token,
         following_of_2=(await stub.ListFollowing(pb.ListFollowingRequest(user_id=2, page_size=1))).next_page_token,
     )
     assert all([tokens.followers_of_2, tokens.followers_of_5, tokens.following_of_2])
-    yield Graph(stub, before, tokens)
-    assert await snapshot(stub) == before, "a refused call changed what callers can read"
+    return Graph(stub, before, tokens)
+
+
+@pytest.fixture
+async def graph(stub: Stub) -> AsyncIterator[Graph]:
+    """The small test graph (no counters consumer); after the test, checks callers read exactly the same."""
+    value = await build_graph(stub, counted=False)
+    yield value
+    assert await snapshot(stub) == value.before, "a refused call changed what callers can read"
+
+
+@pytest.fixture
+async def counted_graph(stub: Stub, counters: asyncio.Task[None]) -> AsyncIterator[Graph]:
+    """The small test graph with the counters consumer running and its counts settled; checked unchanged after."""
+    value = await build_graph(stub, counted=True)
+    yield value
+    assert await snapshot(stub) == value.before, "a refused call changed what callers can read"
 
 
 # -- user IDs --------------------------------------------------------------------------------
@@ -382,6 +401,28 @@ async def test_real_token_still_works_after_refusals(graph: Graph) -> None:
     assert rest.next_page_token == ""
 
 
+async def test_refused_calls_never_change_the_counts(counted_graph: Graph) -> None:
+    """Every kind of refused call, with the counters consumer running, leaves all counts as they were."""
+    stub = counted_graph.stub
+    for _, call, _ in ZERO_ID_CALLS:
+        await rejected(call(stub), INVALID, "INVALID_USER_ID")
+    for user in USERS:
+        await rejected(stub.Follow(pb.FollowRequest(follower_id=user, followee_id=user)), INVALID, "SELF_FOLLOW")
+    for make in BAD_TOKENS:
+        request = pb.ListFollowersRequest(user_id=2, page_token=make(counted_graph.tokens))
+        await rejected(stub.ListFollowers(request), INVALID, "INVALID_PAGE_TOKEN")
+    await rejected(stub.ListFollowers(pb.ListFollowersRequest(user_id=2, page_size=-1)), INVALID, "INVALID_PAGE_SIZE")
+    await rejected(stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=list(range(1, 102)))), INVALID, "TOO_MANY_IDS")
+    # A marker write after the refusals: once the consumer has counted it (and its undo), it has
+    # also seen anything the refused calls might have written before it.
+    await stub.Follow(pb.FollowRequest(follower_id=7, followee_id=3))
+    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=3)), lambda r: r.followers_count == 1)
+    await stub.Unfollow(pb.UnfollowRequest(follower_id=7, followee_id=3))
+    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=7)), lambda r: r.following_count == 0)
+    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=3)), lambda r: r.followers_count == 0)
+    assert (await snapshot(stub)).counts == expected_counts()
+
+
 # -- batches ----------------------------------------------------------------------------------
 
 
@@ -396,10 +437,10 @@ async def test_batch_get_counts_with_101_ids_is_too_many_ids(graph: Graph) -> No
     assert [c.user_id for c in reply.counts] == list(range(1, 101))
 
 
-async def test_batch_get_counts_keeps_request_order_and_duplicates(graph: Graph) -> None:
+async def test_batch_get_counts_keeps_request_order_and_duplicates(counted_graph: Graph) -> None:
     """BatchGetCounts answers one row per requested ID, in request order, duplicates included."""
     wanted = [5, 2, 5, 99, 2, 1, 7, 5]
-    reply = await graph.stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=wanted))
+    reply = await counted_graph.stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=wanted))
     assert [c.user_id for c in reply.counts] == wanted
     expected = {**expected_counts(), 99: (0, 0)}
     assert [(c.followers_count, c.following_count) for c in reply.counts] == [expected[u] for u in wanted]
@@ -457,7 +498,8 @@ async def test_response_carries_a_request_id(stub: Stub) -> None:
         call = stub.IsFollowing(pb.IsFollowingRequest(follower_id=1, followee_id=2))
         await call
         ids = request_id_of(await call.initial_metadata())
-        assert len(ids) == 1 and ids[0]
+        assert len(ids) == 1
+        assert ids[0]
         seen.append(ids[0])
     assert seen[0] != seen[1]
 
@@ -473,3 +515,13 @@ async def test_caller_request_id_is_echoed_on_success_and_on_error(stub: Stub) -
         await failing
     assert caught.value.code() == INVALID
     assert request_id_of(caught.value.initial_metadata()) == ["req-bad-1"]
+
+
+async def test_oversized_caller_request_id_is_replaced(stub: Stub) -> None:
+    """A caller's x-request-id longer than 128 characters is not echoed; the call gets a fresh ID instead."""
+    call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "r" * 200),))
+    await call
+    ids = request_id_of(await call.initial_metadata())
+    assert len(ids) == 1
+    assert ids[0]
+    assert ids[0] != "r" * 200

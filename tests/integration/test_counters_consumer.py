@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
 import signal
@@ -18,15 +19,17 @@ import redis.asyncio as aioredis
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
-from counters.applier import CounterApplier, Fence
+from counters.applier import CounterApplier, Fence, chunk_changes
 from counters.checkpoints import CheckpointStore
 from counters.consumer import CacheRepairer, CountersConsumer, run_counters, stream_arn
 from counters.edge_changes import EdgeChange
 from graph_service.bootstrap import build_cache
 from graph_service.cache import keys
+from graph_service.localstack.processes import free_port, start_redis
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
-from tests.conftest import running_counters
+from graph_service.store.tables import USERS
+from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
 from tests.servers import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,10 +98,7 @@ async def burst(
     pairs = random_pairs(rng, users, 80 * workers)
     pools = [pairs[i::workers] for i in range(workers)]
     done = await asyncio.gather(
-        *(
-            toggle_edges(stub, graph, pool, random.Random(rng.random()), stop, max_ops_per_worker)
-            for pool in pools
-        )
+        *(toggle_edges(stub, graph, pool, random.Random(rng.random()), stop, max_ops_per_worker) for pool in pools)
     )
     return sum(done)
 
@@ -115,14 +115,10 @@ async def table_counts(settings: Settings, users: list[int]) -> Expected:
     """The counters as stored in the users table (strongly consistent read)."""
     dynamo = AsyncDynamo.build(settings)
     try:
-        applier = CounterApplier(dynamo, settings)
-        found: Expected = {}
-        for start in range(0, len(users), 100):
-            stored = await applier.read_counts(users[start : start + 100])
-            found.update({u: (c.followers, c.following) for u, c in stored.items()})
-        return found
+        stored = await CounterApplier(dynamo, settings).read_counts(users)
     finally:
         dynamo.close()
+    return {u: (c.followers, c.following) for u, c in stored.items()}
 
 
 async def cached_counts(settings: Settings, users: list[int]) -> dict[int, tuple[int, int] | None]:
@@ -141,10 +137,10 @@ async def assert_counts_exact(stub: pb_grpc.SocialGraphServiceStub, settings: Se
     """GetCounts converges to the true edge counts; DynamoDB and the Redis count hashes agree."""
     expected = graph.expected()
     users = sorted(expected)
-    await eventually(lambda: service_counts(stub, users), lambda got: got == expected, timeout=30)
-    assert await table_counts(settings, users) == expected
-    cached = await cached_counts(settings, users)
-    assert {u: v for u, v in cached.items() if v is not None} == expected
+    await eventually(lambda: table_counts(settings, users), lambda got: got == expected, timeout=30)
+    # The consumer itself puts the absolute values into Redis (before any GetCounts could fill them).
+    await eventually(lambda: cached_counts(settings, users), lambda got: got == expected, timeout=10)
+    assert await service_counts(stub, users) == expected
     # The edge table agrees with the model too (the model is not fooling itself).
     for user in rng_sample(users, 10):
         listed = await stub.ListFollowers(pb.ListFollowersRequest(user_id=user, page_size=1000))
@@ -219,27 +215,40 @@ async def follow_all(stub: pb_grpc.SocialGraphServiceStub, graph: Graph, pairs: 
 
 
 async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_once(
-    stub: pb_grpc.SocialGraphServiceStub, settings: Settings
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Cancelling the consumer task between and inside batches while writes go on never double counts."""
+    # Small transactions (3 edges each), so every batch commits in several steps a cancellation can split.
+    monkeypatch.setattr("counters.consumer.chunk_changes", functools.partial(chunk_changes, max_users=6))
     rng = random.Random(20240611)
     graph = Graph()
     stop_writes = asyncio.Event()
-    # A backlog first, so the first incarnations see big batches that split into several chunks.
-    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=25)
-    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=40))
+    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=15)  # a backlog: the first batch is big
+    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=200))
     kills = 0
     try:
-        while kills < 6 or (not writer.done() and kills < 40):
+        while kills < 8 and not writer.done():
+            before = await checkpoints(settings)
             task = asyncio.create_task(run_counters(settings, asyncio.Event()))
-            await asyncio.sleep(rng.uniform(0.02, 0.4))  # fault injection: kill at a random moment
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+
+            async def progress(task: asyncio.Task[None] = task) -> dict[str, str | None]:
+                if task.done():
+                    task.result()  # a consumer that died by itself fails the test
+                return await checkpoints(settings)
+
+            try:
+                # Once this incarnation has committed something, kill it a random moment later.
+                await eventually(progress, lambda now, before=before: now != before or writer.done(), timeout=30)
+                await asyncio.sleep(rng.uniform(0.0, 0.25))  # fault injection
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             kills += 1
     finally:
         stop_writes.set()
         await writer
+    assert kills == 8  # the writes outlasted every kill
     assert graph.edges
     async with running_counters(settings):
         await assert_counts_exact(stub, settings, graph)
@@ -290,17 +299,19 @@ async def test_consumer_process_sigkilled_during_a_burst_counts_every_edge_exact
     graph = Graph()
     log_path = tmp_path / "counters.log"
     stop_writes = asyncio.Event()
-    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=20)
-    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=30))
+    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=15)
+    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=200))
     kills = 0
     try:
-        while kills < 3 or (not writer.done() and kills < 6):
+        while kills < 4 and not writer.done():
             kills += 1
             before = await checkpoints(settings)
             process = await start_consumer_process(settings, log_path)
             try:
                 # Kill only once this incarnation has committed something, at a random moment after.
-                await eventually(lambda: checkpoints(settings), lambda now, b=before: now != b, timeout=30)
+                await eventually(
+                    lambda: checkpoints(settings), lambda now, b=before: now != b or writer.done(), timeout=30
+                )
                 await asyncio.sleep(rng.uniform(0.0, 0.3))  # fault injection
             finally:
                 process.kill()
@@ -309,6 +320,7 @@ async def test_consumer_process_sigkilled_during_a_burst_counts_every_edge_exact
     finally:
         stop_writes.set()
         await writer
+    assert kills == 4  # the writes outlasted every kill
     process = await start_consumer_process(settings, log_path)
     try:
         await assert_counts_exact(stub, settings, graph)
@@ -345,7 +357,7 @@ async def test_replayed_batch_with_stale_committed_position_is_counted_once(
 async def test_batch_of_many_distinct_users_replayed_after_partial_commit_is_counted_exactly(
     stub: pb_grpc.SocialGraphServiceStub, settings: Settings
 ) -> None:
-    """150 follows of 300 distinct users in one batch span several transactions; a replay after a crash mid-batch adds nothing."""
+    """150 follows of 300 distinct users in one batch span several transactions; a replay after a crash adds nothing."""
     graph = Graph()
     pairs = [(10_000 + i, 20_000 + i) for i in range(150)] + [(10_000 + i, 30_000) for i in range(0, 150, 3)]
     await follow_all(stub, graph, pairs)
@@ -389,8 +401,12 @@ async def test_removal_of_an_edge_never_counted_leaves_counts_at_zero(
         assert await service_counts(stub, [61, 62]) == {61: (0, 0), 62: (0, 0)}
         added = EdgeChange(follower_id=61, followee_id=62, at_us=2, added=True, sequence="2", event_id="a1")
         await applier.apply([added], lambda: Fence([]))
+        stored = await dynamo.call(
+            "get_item", TableName=settings.table(USERS), Key={"user_id": {"N": "62"}}, ConsistentRead=True
+        )
     finally:
         dynamo.close()
+    assert stored["Item"]["followers_count"] == {"N": "1"}  # not -1 + 1 = 0: the removal was clamped
     assert await table_counts(settings, [61, 62]) == {61: (0, 1), 62: (1, 0)}
 
 
@@ -411,3 +427,40 @@ async def test_stream_removals_without_their_inserts_never_drive_counts_negative
     assert await table_counts(settings, [71, 72, 73]) == zero
     assert await service_counts(stub, [71, 72, 73]) == zero
 
+
+# -- the Redis count cache after an outage ---------------------------------------------------
+
+
+@pytest.fixture
+async def paused_redis_settings(dynamodb_local: str, tmp_path: Path) -> AsyncIterator[tuple[Settings, int]]:
+    """Fresh tables and a Redis of this test's own (so it can be paused with SIGSTOP)."""
+    proc = start_redis(free_port(), tmp_path / "logs", tmp_path / "redis")
+    try:
+        value = make_settings(dynamodb_local, f"redis://127.0.0.1:{proc.port}/0")
+        await ensure_tables(value)
+        yield value, proc.process.pid
+    finally:
+        os.kill(proc.process.pid, signal.SIGCONT)
+        proc.stop()
+
+
+async def test_count_cache_is_repaired_with_absolute_values_after_a_redis_outage(
+    paused_redis_settings: tuple[Settings, int],
+) -> None:
+    """Counts committed while Redis was unreachable reach the Redis count hashes of all 300 users once it is back."""
+    settings, redis_pid = paused_redis_settings
+    graph = Graph()
+    async with running_server(settings) as server, stub_for(server.port) as stub:
+        await follow_all(stub, graph, [(80_000 + i, 90_000 + i) for i in range(150)])
+        users = sorted(graph.users)
+        assert set((await service_counts(stub, users)).values()) == {(0, 0)}  # cached, before counting
+        os.kill(redis_pid, signal.SIGSTOP)
+        try:
+            async with running_counters(settings):
+                expected = graph.expected()
+                await eventually(lambda: table_counts(settings, users), lambda got: got == expected, timeout=30)
+                os.kill(redis_pid, signal.SIGCONT)
+                await eventually(lambda: cached_counts(settings, users), lambda got: got == expected, timeout=20)
+                assert await service_counts(stub, users) == expected
+        finally:
+            os.kill(redis_pid, signal.SIGCONT)

@@ -1,0 +1,144 @@
+"""Settings: documented defaults, one SG_* variable per field, and clear errors for unusable values."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError, fields
+
+import pytest
+
+from graph_service.settings import Settings, SettingsError
+
+
+def test_defaults_need_no_environment() -> None:
+    """With no SG_* variables, the settings are the documented defaults and valid."""
+    settings = Settings.from_env({})
+    assert settings == Settings()
+    assert settings.grpc_address == "[::]:50051"
+    assert settings.default_page_size == 50
+    assert settings.max_page_size == 1000
+    assert settings.max_batch_size == 100
+    assert settings.adjacency_cache_limit == 50_000
+    assert settings.redis_cluster is False
+    settings.validate()
+
+
+def test_every_field_can_be_set_from_its_env_var() -> None:
+    """Each field can be set through SG_<FIELD NAME> and the value arrives with the field's type."""
+    samples = {bool: ("true", True), int: ("700", 700), float: ("0.5", 0.5), str: ("custom-value", "custom-value")}
+    for field in fields(Settings):
+        kind = type(field.default)
+        raw, expected = samples[kind]
+        settings = Settings.from_env({f"SG_{field.name.upper()}": raw})
+        assert getattr(settings, field.name) == expected, field.name
+        assert type(getattr(settings, field.name)) is kind, field.name
+
+
+def test_values_are_read_from_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an explicit mapping, from_env reads os.environ."""
+    monkeypatch.setenv("SG_GRPC_ADDRESS", "127.0.0.1:6000")
+    monkeypatch.setenv("SG_MAX_BATCH_SIZE", "42")
+    settings = Settings.from_env()
+    assert settings.grpc_address == "127.0.0.1:6000"
+    assert settings.max_batch_size == 42
+
+
+def test_unknown_and_unprefixed_variables_are_ignored() -> None:
+    """Variables that name no field, or lack the SG_ prefix, change nothing."""
+    settings = Settings.from_env({"SG_NO_SUCH_SETTING": "x", "GRPC_ADDRESS": "1.2.3.4:5", "sg_grpc_address": "x"})
+    assert settings == Settings()
+
+
+@pytest.mark.parametrize("raw", ["1", "true", "TRUE", "yes", "on", " True "])
+def test_true_spellings(raw: str) -> None:
+    """The usual spellings of true enable a boolean setting."""
+    assert Settings.from_env({"SG_REDIS_CLUSTER": raw}).redis_cluster is True
+
+
+@pytest.mark.parametrize("raw", ["0", "false", "False", "no", "off", ""])
+def test_false_spellings(raw: str) -> None:
+    """The usual spellings of false (and empty) disable a boolean setting."""
+    assert Settings.from_env({"SG_REDIS_CLUSTER": raw}).redis_cluster is False
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("SG_REDIS_CLUSTER", "maybe"),
+        ("SG_REDIS_CLUSTER", "2"),
+        ("SG_MAX_PAGE_SIZE", "lots"),
+        ("SG_MAX_PAGE_SIZE", "1.5"),
+        ("SG_DEFAULT_PAGE_SIZE", ""),
+        ("SG_REDIS_TIMEOUT_SECONDS", "fast"),
+        ("SG_CACHE_TTL_SECONDS", "1e3"),
+    ],
+)
+def test_unparseable_value_is_a_settings_error_naming_the_variable(name: str, raw: str) -> None:
+    """A value of the wrong type fails with SettingsError that names the variable."""
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: raw})
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SG_DEFAULT_PAGE_SIZE": "0"},
+        {"SG_DEFAULT_PAGE_SIZE": "-5"},
+        {"SG_DEFAULT_PAGE_SIZE": "1001"},
+        {"SG_DEFAULT_PAGE_SIZE": "60", "SG_MAX_PAGE_SIZE": "50"},
+        {"SG_MAX_PAGE_SIZE": "0"},
+        {"SG_MAX_BATCH_SIZE": "0"},
+        {"SG_ADJACENCY_CACHE_LIMIT": "-1"},
+        {"SG_CACHE_TTL_SECONDS": "0"},
+        {"SG_TABLE_PREFIX": "p" * 201},
+    ],
+    ids=[
+        "default page 0",
+        "default page negative",
+        "default page above max",
+        "max below default",
+        "max page 0",
+        "batch 0",
+        "cache limit negative",
+        "ttl 0",
+        "prefix too long",
+    ],
+)
+def test_out_of_range_values_are_refused(env: dict[str, str]) -> None:
+    """Values that would make the service misbehave are refused at start-up with SettingsError."""
+    with pytest.raises(SettingsError):
+        Settings.from_env(env)
+
+
+def test_edge_values_are_accepted() -> None:
+    """The boundaries of the valid ranges are accepted."""
+    settings = Settings.from_env(
+        {
+            "SG_DEFAULT_PAGE_SIZE": "1",
+            "SG_MAX_PAGE_SIZE": "1",
+            "SG_MAX_BATCH_SIZE": "1",
+            "SG_ADJACENCY_CACHE_LIMIT": "0",
+            "SG_CACHE_TTL_SECONDS": "1",
+            "SG_TABLE_PREFIX": "p" * 200,
+            "SG_REDIS_URL": "",
+        }
+    )
+    assert (settings.default_page_size, settings.max_page_size, settings.adjacency_cache_limit) == (1, 1, 0)
+    assert settings.redis_url == ""
+
+
+def test_settings_error_is_a_value_error() -> None:
+    """SettingsError can be caught as ValueError."""
+    assert issubclass(SettingsError, ValueError)
+
+
+def test_table_names_carry_the_prefix() -> None:
+    """Every table name is the configured prefix followed by the table's name."""
+    assert Settings().table("followers") == "sg_followers"
+    assert Settings.from_env({"SG_TABLE_PREFIX": "prod_eu_"}).table("users") == "prod_eu_users"
+
+
+def test_settings_are_immutable() -> None:
+    """A settings object cannot be changed after it is built."""
+    settings = Settings()
+    with pytest.raises(FrozenInstanceError):
+        settings.max_page_size = 5  # type: ignore[misc]
