@@ -70,9 +70,7 @@ class StreamReader:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self._refresh)
         finally:
-            for task in self._running.values():
-                task.cancel()
-            await asyncio.gather(*self._running.values(), return_exceptions=True)
+            await _cancel_all(list(self._running.values()))
 
     async def _schedule(self) -> None:
         shards = await self.list_shards()
@@ -122,3 +120,18 @@ class StreamReader:
                 await asyncio.sleep(self._poll)
         await self._checkpoints.mark_done(shard_id)
         log.info("shard_finished", shard_id=shard_id)
+
+
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the tasks and wait for them, cancelling again any that swallowed the cancellation.
+
+    One ``cancel()`` can be lost: on Python 3.11 ``asyncio.wait_for`` (which redis-py uses for
+    socket writes) returns normally when the cancellation arrives just as the awaited write
+    completes, and the task then carries on consuming its shard.
+    """
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.2)
+    await asyncio.gather(*tasks, return_exceptions=True)  # retrieves every outcome

@@ -11,7 +11,11 @@ T = TypeVar("T")
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], *, timeout: float = 20.0, interval: float = 0.05
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    *,
+    timeout: float = 20.0,  # noqa: ASYNC109 - a polling deadline, not a cancellation timeout
+    interval: float = 0.05,
 ) -> T:
     """Poll ``probe`` until ``accept`` holds or the deadline passes (then fail with the last value)."""
     deadline = time.monotonic() + timeout

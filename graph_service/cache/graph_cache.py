@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import structlog
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.redis_client import AnyRedis
@@ -30,8 +30,9 @@ BREAKER_SECONDS = 1.0
 TOMBSTONE_MS = 300_000  # far longer than any write takes from commit to cache
 # redis-py can leak a connection torn down under it (a peer reset, or a pooled cluster connection
 # disconnected by another task mid-use) as AttributeError/TypeError instead of ConnectionError
-# (redis/redis-py#4287). For the failure rule these are Redis failures like any other.
-REDIS_FAILURES = (RedisError, OSError, AttributeError, TypeError)
+# (redis/redis-py#4287), and a cluster it cannot reach (or whose slots it cannot place) raises
+# RedisClusterException, which is no RedisError. For the failure rule all are Redis failures.
+REDIS_FAILURES = (RedisError, RedisClusterException, OSError, AttributeError, TypeError)
 FILL_CHUNK = 1000
 
 

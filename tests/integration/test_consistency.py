@@ -23,7 +23,7 @@ from tests.servers import eventually
 
 Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]
-KEY = re.compile(r"^sg:\{(\d+)\}:(?:fs:(\d+)|(fl|fg|cnt|ep))(:fill:.*)?$")
+KEY = re.compile(r"^sg:\{(\d+)\}:(?:fs:(\d+)|(fl|fg|cnt|ep))(:fill:.*|:gone)?$")
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -87,6 +87,13 @@ async def batch_counts(stub: Stub, users: Sequence[int]) -> dict[int, tuple[int,
     reply = await stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=list(users)))
     assert [c.user_id for c in reply.counts] == list(users)
     return {c.user_id: (c.followers_count, c.following_count) for c in reply.counts}
+
+
+def positions(edges: dict[Pair, int], kind: str, user: int) -> set[str]:
+    """The members a cached list of ``user`` (``fl`` followers, ``fg`` following) must hold."""
+    if kind == "fl":
+        return {Edge(a, at).position for (a, b), at in edges.items() if b == user}
+    return {Edge(b, at).position for (a, b), at in edges.items() if a == user}
 
 
 def counts_of(edges: set[Pair], users: Sequence[int]) -> dict[int, tuple[int, int]]:
@@ -154,9 +161,14 @@ async def assert_redis_agrees(redis_url: str, edges: dict[Pair, int], users: Seq
         async for key in client.scan_iter(match="sg:*", count=1000):
             match = KEY.match(key)
             assert match, f"unexpected cache key {key}"
-            owner, followee, kind, temporary = match.groups()
+            owner, followee, kind, suffix = match.groups()
             user = int(owner)
-            if temporary or kind == "ep":
+            if kind == "ep" or (suffix or "").startswith(":fill:"):
+                continue
+            if suffix == ":gone":  # a removed member may never name an edge that exists
+                gone = set(await client.zrange(key, 0, -1))
+                assert not gone & positions(edges, kind, user), f"{key} holds a live edge"
+                checked += 1
                 continue
             if followee is not None:
                 value = await client.get(key)
@@ -168,10 +180,7 @@ async def assert_redis_agrees(redis_url: str, edges: dict[Pair, int], users: Seq
                 members = await client.zrange(key, 0, -1)
                 if not members:
                     continue
-                if kind == "fl":
-                    want = {Edge(a, at).position for (a, b), at in edges.items() if b == user}
-                else:
-                    want = {Edge(b, at).position for (a, b), at in edges.items() if a == user}
+                want = positions(edges, kind, user)
                 assert set(members) - {"!"} == want, f"{key} disagrees with DynamoDB"
                 checked += 1
             elif with_counts:

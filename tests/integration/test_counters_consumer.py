@@ -229,7 +229,8 @@ async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_on
     try:
         while kills < 8 and not writer.done():
             before = await checkpoints(settings)
-            task = asyncio.create_task(run_counters(settings, asyncio.Event()))
+            stop = asyncio.Event()
+            task = asyncio.create_task(run_counters(settings, stop))
 
             async def progress(task: asyncio.Task[None] = task) -> dict[str, str | None]:
                 if task.done():
@@ -242,8 +243,9 @@ async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_on
                 await asyncio.sleep(rng.uniform(0.0, 0.25))  # fault injection
             finally:
                 task.cancel()
+                stop.set()  # a backstop only: the cancellation is what lands mid-batch
                 with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                    await asyncio.wait_for(task, timeout=30)
             kills += 1
     finally:
         stop_writes.set()

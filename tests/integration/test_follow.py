@@ -47,6 +47,7 @@ async def test_lists_are_newest_first_and_carry_timestamps(stub: pb_grpc.SocialG
     followers = (await stub.ListFollowers(pb.ListFollowersRequest(user_id=99))).followers
     assert [e.user_id for e in followers] == [12, 11, 10]
     stamps = [e.followed_at.ToMicroseconds() for e in followers]
-    assert stamps == sorted(stamps, reverse=True) and stamps[-1] > 0
+    assert stamps == sorted(stamps, reverse=True)
+    assert stamps[-1] > 0
     following = (await stub.ListFollowing(pb.ListFollowingRequest(user_id=10))).following
     assert [e.user_id for e in following] == [22, 21, 20, 99]

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.cluster
 
 Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]
-KEY = re.compile(r"^sg:\{(\d+)\}:(?:fs:(\d+)|(fl|fg|cnt|ep))(:fill:.*)?$")
+KEY = re.compile(r"^sg:\{(\d+)\}:(?:fs:(\d+)|(fl|fg|cnt|ep))(:fill:.*|:gone)?$")
 
 
 @pytest.fixture
@@ -125,6 +125,13 @@ async def batch_counts(stub: Stub, users: Sequence[int]) -> dict[int, tuple[int,
     return {c.user_id: (c.followers_count, c.following_count) for c in reply.counts}
 
 
+def positions(edges: dict[Pair, int], kind: str, user: int) -> set[str]:
+    """The members a cached list of ``user`` (``fl`` followers, ``fg`` following) must hold."""
+    if kind == "fl":
+        return {Edge(a, at).position for (a, b), at in edges.items() if b == user}
+    return {Edge(b, at).position for (a, b), at in edges.items() if a == user}
+
+
 def counts_of(edges: set[Pair], users: Sequence[int]) -> dict[int, tuple[int, int]]:
     followers = Counter(b for _, b in edges)
     following = Counter(a for a, _ in edges)
@@ -149,9 +156,14 @@ def assert_cluster_agrees(
     for key in cluster.scan_iter(match="sg:*", count=1000):
         match = KEY.match(key)
         assert match, f"unexpected cache key {key}"
-        owner, followee, kind, temporary = match.groups()
+        owner, followee, kind, suffix = match.groups()
         user = int(owner)
-        if temporary or kind == "ep":
+        if kind == "ep" or (suffix or "").startswith(":fill:"):
+            continue
+        if suffix == ":gone":  # a removed member may never name an edge that exists
+            gone = set(cluster.zrange(key, 0, -1))
+            assert not gone & positions(edges, kind, user), f"{key} holds a live edge"
+            checked += 1
             continue
         if followee is not None:
             value = cluster.get(key)
@@ -161,10 +173,7 @@ def assert_cluster_agrees(
         elif kind in ("fl", "fg"):
             members = cluster.zrange(key, 0, -1)
             if members:
-                if kind == "fl":
-                    want = {Edge(a, at).position for (a, b), at in edges.items() if b == user}
-                else:
-                    want = {Edge(b, at).position for (a, b), at in edges.items() if a == user}
+                want = positions(edges, kind, user)
                 assert set(members) - {"!"} == want, f"{key} disagrees with DynamoDB"
                 checked += 1
         elif with_counts:
@@ -363,16 +372,20 @@ async def test_cluster_timeouts_under_load_never_fail_a_call(
     edges = {(u, u % 40 + 1) for u in users}
     async with running_server(settings) as server, stub_for(server.port) as stub:
         await asyncio.gather(*(write(stub, pair, True) for pair in edges))
+        async with running_counters(settings):
+            await eventually(lambda: all_counts(stub, users), lambda got: set(got.values()) == {(1, 1)}, timeout=30)
         failures: list[str] = []
 
         async def client(seed: int) -> None:
             rng = random.Random(seed)
             async with stub_for(server.port) as own:
-                for _ in range(60):
+                for _ in range(50):
                     a, b = rng.sample(users, 2)
                     try:
                         assert await is_following(own, (a, b)) == ((a, b) in edges)
                         assert [u for u, _ in (await list_page(own, Direction.FOLLOWING, a))[0]] == [a % 40 + 1]
+                        assert await counts(own, b) == (1, 1)
+                        assert set((await batch_counts(own, rng.sample(users, 10))).values()) == {(1, 1)}
                     except grpc.aio.AioRpcError as exc:
                         failures.append(f"{exc.code().name}: {exc.details()}")
 
