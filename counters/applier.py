@@ -23,7 +23,7 @@ from graph_service.errors import Unavailable
 from graph_service.models import Counts
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo, cancellation_codes, error_code
-from graph_service.store.dynamo_edge_store import parse_counts
+from graph_service.store.dynamo_edge_store import DynamoEdgeStore
 from graph_service.store.tables import USERS
 
 __all__ = ["MAX_USERS_PER_CHUNK", "CounterApplier", "Fence", "FenceRejected", "chunk_changes"]
@@ -31,7 +31,6 @@ __all__ = ["MAX_USERS_PER_CHUNK", "CounterApplier", "Fence", "FenceRejected", "c
 log = structlog.get_logger(__name__)
 MAX_USERS_PER_CHUNK = 90
 MAX_ATTEMPTS = 20
-MAX_KEYS_PER_BATCH_GET = 100  # BatchGetItem's limit; the cache repairer may ask for more users
 
 
 class FenceRejected(Exception):
@@ -53,18 +52,11 @@ class CounterApplier:
     def __init__(self, dynamo: AsyncDynamo, settings: Settings) -> None:
         self._dynamo = dynamo
         self._users = settings.table(USERS)
+        self._reader = DynamoEdgeStore(dynamo, settings)
 
     async def read_counts(self, user_ids: list[int]) -> dict[int, Counts]:
-        counts = {u: Counts() for u in user_ids}
-        for start in range(0, len(user_ids), MAX_KEYS_PER_BATCH_GET):
-            keys = [{"user_id": {"N": str(u)}} for u in user_ids[start : start + MAX_KEYS_PER_BATCH_GET]]
-            request: dict[str, Any] = {self._users: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                response = await self._dynamo.call("batch_get_item", RequestItems=request)
-                for item in response["Responses"].get(self._users, []):
-                    counts[int(item["user_id"]["N"])] = parse_counts(item)
-                request = response.get("UnprocessedKeys") or {}
-        return counts
+        """Current counters, strongly consistent (zeros for users never counted)."""
+        return await self._reader.get_counts(user_ids)
 
     def _update(self, user_id: int, old: Counts, new: Counts) -> dict[str, Any]:
         condition = "attribute_not_exists(ver)" if old.version == 0 else "ver = :old"

@@ -7,6 +7,7 @@ in the same transaction as its effects (the counters consumer does).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,9 @@ from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
 from graph_service.store.tables import CHECKPOINTS
 
-__all__ = ["Checkpoint", "CheckpointStore"]
+__all__ = ["DEBT_PREFIX", "Checkpoint", "CheckpointStore"]
+
+DEBT_PREFIX = "debt#"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,11 @@ class CheckpointStore:
         }
         while True:
             response = await self._dynamo.call("query", **query)
-            found.update((i["shard_id"]["S"], self._parse(i)) for i in response["Items"])
+            found.update(
+                (i["shard_id"]["S"], self._parse(i))
+                for i in response["Items"]
+                if not i["shard_id"]["S"].startswith(DEBT_PREFIX)
+            )
             if "LastEvaluatedKey" not in response:
                 return found
             query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -86,6 +93,35 @@ class CheckpointStore:
     async def advance(self, shard_id: str, previous: str | None, sequence: str, note: str = "") -> None:
         update = self.advance_item(shard_id, previous, sequence, note)["Update"]
         await self._dynamo.call("update_item", **update)
+
+    async def add_debt(self, note: str) -> None:
+        """Remember a cache repair that could not be made (Redis unreachable)."""
+        if not note or note == "[]":
+            return
+        await self._dynamo.call(
+            "put_item",
+            TableName=self._table,
+            Item={**self._key(f"{DEBT_PREFIX}{uuid.uuid4().hex}"), "note": {"S": note}},
+        )
+
+    async def debts(self) -> dict[str, str]:
+        """Owed cache repairs by key."""
+        found: dict[str, str] = {}
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "consumer = :c AND begins_with(shard_id, :p)",
+            "ExpressionAttributeValues": {":c": {"S": self.consumer}, ":p": {"S": DEBT_PREFIX}},
+            "ConsistentRead": True,
+        }
+        while True:
+            response = await self._dynamo.call("query", **query)
+            found.update((i["shard_id"]["S"], i.get("note", {}).get("S", "")) for i in response["Items"])
+            if "LastEvaluatedKey" not in response:
+                return found
+            query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    async def settle_debt(self, key: str) -> None:
+        await self._dynamo.call("delete_item", TableName=self._table, Key=self._key(key))
 
     async def mark_done(self, shard_id: str) -> None:
         await self._dynamo.call(

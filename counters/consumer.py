@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -26,18 +27,23 @@ log = structlog.get_logger(__name__)
 
 
 class CacheRepairer:
-    """Brings Redis in line with committed changes; what fails is retried until Redis is back."""
+    """Brings Redis in line with committed changes.
 
-    def __init__(self, cache: GraphCache | None, applier: CounterApplier) -> None:
+    A repair that fails (Redis unreachable) becomes a *debt* stored in DynamoDB, next to the
+    checkpoints, and is retried until Redis answers again; debts survive a stop or crash and are
+    settled by the next consumer that starts. Without a debt store (tests of the applier alone)
+    failed repairs are simply retried in memory.
+    """
+
+    def __init__(self, cache: GraphCache | None, applier: CounterApplier, debts: CheckpointStore | None = None) -> None:
         self._cache = cache
         self._applier = applier
-        self._owed: list[EdgeChange] = []
-        self._owed_users: set[int] = set()
+        self._debts = debts
+        self._unsaved: list[list[EdgeChange]] = []
         self._retry: asyncio.Task[None] | None = None
 
-    async def repair(self, changes: list[EdgeChange], counts: dict[int, Counts]) -> None:
-        if self._cache is None:
-            return
+    async def _attempt(self, changes: list[EdgeChange], counts: dict[int, Counts]) -> bool:
+        assert self._cache is not None
         ok = True
         for change in changes:
             ok = (
@@ -45,32 +51,51 @@ class CacheRepairer:
             )
         for user_id, value in counts.items():
             ok = await self._cache.set_counts(user_id, value) and ok
-        if not ok:
-            self._owed.extend(changes)
-            self._owed_users.update(counts)
-            if self._retry is None or self._retry.done():
-                self._retry = asyncio.create_task(self._retry_owed())
+        return ok
 
-    async def redo(self, changes: list[EdgeChange]) -> None:
-        """After a restart: repeat the last chunk's repair with counters read afresh."""
+    async def repair(self, changes: list[EdgeChange], counts: dict[int, Counts]) -> None:
+        if self._cache is None or await self._attempt(changes, counts):
+            return
+        if self._debts is not None:
+            await self._debts.add_debt(encode_note(changes))
+        else:
+            self._unsaved.append(changes)
+        log.warning("cache_repair_deferred", changes=len(changes))
+        self.start()
+
+    async def redo(self, changes: list[EdgeChange]) -> bool:
+        """Repeat a repair with counters read afresh (the values committed since are newer anyway)."""
+        if self._cache is None:
+            return True
         users = sorted({u for c in changes for u in (c.follower_id, c.followee_id)})
         counts = await self._applier.read_counts(users) if users else {}
-        await self.repair(changes, counts)
+        return await self._attempt(changes, counts)
 
-    async def _retry_owed(self) -> None:
-        while self._owed or self._owed_users:
-            await asyncio.sleep(0.5)
-            changes, users = self._owed, sorted(self._owed_users)
-            self._owed, self._owed_users = [], set()
-            counts = await self._applier.read_counts(users) if users else {}
-            await self.repair(changes, counts)
-            if self._owed:
-                continue
-            log.info("cache_repair_caught_up", changes=len(changes), users=len(users))
+    async def settle(self) -> bool:
+        """Redo every owed repair; True when nothing is owed any more."""
+        while self._unsaved:
+            if not await self.redo(self._unsaved[0]):
+                return False
+            self._unsaved.pop(0)
+        if self._debts is None:
+            return True
+        for key, note in (await self._debts.debts()).items():
+            if not await self.redo(decode_note(note)):
+                return False
+            await self._debts.settle_debt(key)
+        return True
 
-    @property
-    def owed(self) -> int:
-        return len(self._owed) + len(self._owed_users)
+    def start(self) -> None:
+        """Settle owed repairs in the background, retrying until Redis answers."""
+        if self._cache is not None and (self._retry is None or self._retry.done()):
+            self._retry = asyncio.create_task(self._settle_until_done())
+
+    async def _settle_until_done(self) -> None:
+        for attempt in itertools.count():
+            if await self.settle():
+                log.info("cache_repair_caught_up", attempts=attempt + 1)
+                return
+            await asyncio.sleep(0.5)  # Redis is unreachable: the circuit breaker's pace
 
     async def close(self) -> None:
         if self._retry is not None:
@@ -89,8 +114,11 @@ class CountersConsumer:
         self.applied_changes = 0
 
     async def redo_last_repairs(self) -> None:
+        """After a (re)start: the last chunk of every shard may have missed its repair; debts too."""
         for checkpoint in (await self._checkpoints.load_all()).values():
-            await self._repairer.redo(decode_note(checkpoint.note))
+            if not await self._repairer.redo(decode_note(checkpoint.note)):
+                await self._checkpoints.add_debt(checkpoint.note)
+        self._repairer.start()
 
     async def handle(self, shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:
         last = str(records[-1]["dynamodb"]["SequenceNumber"])
@@ -147,7 +175,7 @@ async def run_counters(settings: Settings, stop: asyncio.Event) -> None:
     streams = AsyncDynamo.build(settings, "dynamodbstreams")
     applier = CounterApplier(dynamo, settings)
     checkpoints = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
-    repairer = CacheRepairer(build_cache(settings), applier)
+    repairer = CacheRepairer(build_cache(settings), applier, checkpoints)
     consumer = CountersConsumer(applier, checkpoints, repairer)
     try:
         await consumer.redo_last_repairs()

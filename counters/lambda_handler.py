@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from counters.applier import CounterApplier, Fence, FenceRejected, chunk_changes
+from counters.checkpoints import CheckpointStore
 from counters.consumer import CacheRepairer
 from counters.edge_changes import EdgeChange, edge_changes
 from graph_service.bootstrap import build_cache
@@ -51,10 +52,11 @@ async def apply_event(event: dict[str, Any], settings: Settings) -> dict[str, in
     """Apply one Lambda event; returns how many changes were applied and skipped as replays."""
     dynamo = AsyncDynamo.build(settings)
     applier = CounterApplier(dynamo, settings)
-    repairer = CacheRepairer(build_cache(settings), applier)
+    repairer = CacheRepairer(build_cache(settings), applier, CheckpointStore(dynamo, settings, CONSUMER))
     table = settings.table(CHECKPOINTS)
     applied = skipped = 0
     try:
+        await repairer.settle()  # repairs an earlier invocation owed to an unreachable Redis
         changes = edge_changes(event.get("Records", []))
         chunks = [
             chunk[i : i + MAX_EVENTS_PER_CHUNK]

@@ -10,7 +10,8 @@ import random
 import signal
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,11 @@ from counters.consumer import CacheRepairer, CountersConsumer, run_counters, str
 from counters.edge_changes import EdgeChange
 from graph_service.bootstrap import build_cache
 from graph_service.cache import keys
-from graph_service.localstack.processes import free_port, start_redis
+from graph_service.localstack.processes import ManagedProcess, free_port, start_redis
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
-from graph_service.store.tables import USERS
-from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
+from graph_service.store.tables import USERS, ensure_tables
+from tests.conftest import make_settings, running_counters, running_server, stub_for
 from tests.servers import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,17 @@ Expected = dict[int, tuple[int, int]]
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def settings(dynamodb_local: str, redis_url: str) -> Settings:
+    """Fresh tables and a flushed Redis, with a Redis timeout no loaded test machine reaches.
+
+    The crash tests here are about counting; a slow Redis must not turn them into outage tests.
+    """
+    value = make_settings(dynamodb_local, redis_url, redis_timeout_seconds=5.0)
+    await ensure_tables(value)
+    return value
 
 
 class Graph:
@@ -137,10 +149,20 @@ async def assert_counts_exact(stub: pb_grpc.SocialGraphServiceStub, settings: Se
     """GetCounts converges to the true edge counts; DynamoDB and the Redis count hashes agree."""
     expected = graph.expected()
     users = sorted(expected)
-    await eventually(lambda: table_counts(settings, users), lambda got: got == expected, timeout=30)
+
+    def wrong(got: Mapping[int, tuple[int, int] | None]) -> dict[int, tuple[object, tuple[int, int]]]:
+        return {u: (got.get(u), want) for u, want in expected.items() if got.get(u) != want}
+
+    async def table_wrong() -> dict[int, tuple[object, tuple[int, int]]]:
+        return wrong(await table_counts(settings, users))
+
+    async def cache_wrong() -> dict[int, tuple[object, tuple[int, int]]]:
+        return wrong(await cached_counts(settings, users))
+
+    await eventually(table_wrong, lambda diff: not diff, timeout=30)
     # The consumer itself puts the absolute values into Redis (before any GetCounts could fill them).
-    await eventually(lambda: cached_counts(settings, users), lambda got: got == expected, timeout=10)
-    assert await service_counts(stub, users) == expected
+    await eventually(cache_wrong, lambda diff: not diff, timeout=10)
+    assert wrong(await service_counts(stub, users)) == {}
     # The edge table agrees with the model too (the model is not fooling itself).
     for user in rng_sample(users, 10):
         listed = await stub.ListFollowers(pb.ListFollowersRequest(user_id=user, page_size=1000))
@@ -264,6 +286,7 @@ def consumer_env(settings: Settings) -> dict[str, str]:
         "SG_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint,
         "SG_TABLE_PREFIX": settings.table_prefix,
         "SG_REDIS_URL": settings.redis_url,
+        "SG_REDIS_TIMEOUT_SECONDS": str(settings.redis_timeout_seconds),
         "SG_STREAM_POLL_SECONDS": str(settings.stream_poll_seconds),
         "SG_SHARD_REFRESH_SECONDS": str(settings.shard_refresh_seconds),
         "SG_LOG_LEVEL": "warning",
@@ -293,43 +316,50 @@ async def checkpoints(settings: Settings) -> dict[str, str | None]:
         dynamo.close()
 
 
-async def test_consumer_process_sigkilled_during_a_burst_counts_every_edge_exactly_once(
+async def test_consumer_process_killed_during_a_burst_counts_every_edge_exactly_once(
     stub: pb_grpc.SocialGraphServiceStub, settings: Settings, tmp_path: Path
 ) -> None:
-    """SIGKILLing `graph_service counters` while it works and restarting it leaves the counts exact."""
+    """SIGKILL or SIGTERM to `graph_service counters` mid-burst, then a restart, leaves the counts exact."""
     rng = random.Random(777)
     graph = Graph()
     log_path = tmp_path / "counters.log"
     stop_writes = asyncio.Event()
     await burst(stub, graph, rng, stop_writes, max_ops_per_worker=15)
     writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=200))
-    kills = 0
+    outcomes: list[tuple[str, int | None]] = []
     try:
-        while kills < 4 and not writer.done():
-            kills += 1
+        for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGKILL, signal.SIGTERM):
+            if writer.done():
+                break
             before = await checkpoints(settings)
             process = await start_consumer_process(settings, log_path)
             try:
-                # Kill only once this incarnation has committed something, at a random moment after.
+                # Signal only once this incarnation has committed something, at a random moment after.
                 await eventually(
                     lambda: checkpoints(settings), lambda now, b=before: now != b or writer.done(), timeout=30
                 )
                 await asyncio.sleep(rng.uniform(0.0, 0.3))  # fault injection
+                process.send_signal(sig)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), timeout=20)
+                outcomes.append((sig.name, process.returncode))
             finally:
-                process.kill()
-                await process.wait()
-            assert process.returncode == -signal.SIGKILL, log_path.read_text()
+                if process.returncode is None:  # it ignored SIGTERM: the test fails below
+                    process.kill()
+                    await process.wait()
     finally:
         stop_writes.set()
         await writer
-    assert kills == 4  # the writes outlasted every kill
+    # SIGKILL kills; SIGTERM stops cleanly even in the middle of a batch (exit 0 within the timeout).
+    expected = [("SIGKILL", -signal.SIGKILL), ("SIGTERM", 0), ("SIGKILL", -signal.SIGKILL), ("SIGTERM", 0)]
+    assert outcomes == expected, log_path.read_text()[-3000:]
     process = await start_consumer_process(settings, log_path)
     try:
         await assert_counts_exact(stub, settings, graph)
     finally:
         process.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(process.wait(), timeout=15)
-    assert code == 0, log_path.read_text()
+        code = await asyncio.wait_for(process.wait(), timeout=20)
+    assert code == 0, log_path.read_text()[-3000:]
 
 
 # -- replays and large batches ---------------------------------------------------------------
@@ -466,3 +496,75 @@ async def test_count_cache_is_repaired_with_absolute_values_after_a_redis_outage
                 assert await service_counts(stub, users) == expected
         finally:
             os.kill(redis_pid, signal.SIGCONT)
+
+
+class CuttableLink:
+    """A TCP proxy in front of Redis whose link can be cut: connections reset, new ones refused."""
+
+    def __init__(self, target_port: int) -> None:
+        self._target = target_port
+        self._cut = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> CuttableLink:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cut()
+        assert self._server is not None
+        self._server.close()
+
+    def cut(self) -> None:
+        self._cut = True
+        for writer in list(self._writers):
+            writer.transport.abort()
+
+    def restore(self) -> None:
+        self._cut = False
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            writer.transport.abort()
+            return
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._target)
+        self._writers |= {writer, up_writer}
+        try:
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        finally:
+            self._writers -= {writer, up_writer}
+            for end in (writer, up_writer):
+                end.transport.abort()
+
+    @staticmethod
+    async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        sink.transport.abort()
+
+
+async def test_counts_committed_while_redis_was_unreachable_reach_the_cache_across_a_consumer_restart(
+    stub: pb_grpc.SocialGraphServiceStub, settings: Settings, redis_node: ManagedProcess
+) -> None:
+    """Counts committed while the consumer could not reach Redis are right in GetCounts after a consumer restart."""
+    users = [1, 2, 3, 4]
+    assert await service_counts(stub, users) == dict.fromkeys(users, (0, 0))  # now cached
+    async with CuttableLink(redis_node.port) as link:
+        consumer_settings = replace(settings, redis_url=f"redis://127.0.0.1:{link.port}/0")
+        link.cut()
+        async with running_counters(consumer_settings):
+            for follower, followee in ((1, 2), (3, 4)):  # two batches, so two chunks and two notes
+                await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
+                await eventually(
+                    lambda f=follower, t=followee: table_counts(settings, [f, t]),
+                    lambda got, f=follower, t=followee: got == {f: (0, 1), t: (1, 0)},
+                )
+        link.restore()
+        expected = {1: (0, 1), 2: (1, 0), 3: (0, 1), 4: (1, 0)}
+        async with running_counters(consumer_settings):
+            await eventually(lambda: service_counts(stub, users), lambda got: got == expected, timeout=5)
