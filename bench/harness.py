@@ -16,8 +16,7 @@ from pathlib import Path
 from graph_service.localstack.processes import free_port, start_dynamodb_local, start_redis
 from graph_service.localstack.stack import local_environment
 from graph_service.settings import Settings
-from graph_service.store.dynamo_client import AsyncDynamo
-from graph_service.store.tables import create_tables
+from graph_service.store.tables import ensure_tables
 
 __all__ = ["Stack", "closed_loop", "private_stack", "start_process"]
 
@@ -62,7 +61,7 @@ def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
             settings = Settings.from_env(env)
             os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
             os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-            asyncio.run(_create(settings))
+            asyncio.run(ensure_tables(settings))
             if with_service:
                 service = start_process(["-m", "graph_service", "serve"], env, base / "logs" / "serve.log")
                 wait_port(grpc_port)
@@ -73,14 +72,6 @@ def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
                 service.wait(15)
             redis.stop()
             dynamo.stop()
-
-
-async def _create(settings: Settings) -> None:
-    dynamo = AsyncDynamo.build(settings)
-    try:
-        await create_tables(dynamo, settings)
-    finally:
-        dynamo.close()
 
 
 async def closed_loop(call: Callable[[], Awaitable[object]], *, concurrency: int, seconds: float) -> float:

@@ -43,17 +43,9 @@ def _counters(settings: Settings) -> int:
 
 
 def _create_tables(settings: Settings) -> int:
-    from graph_service.store.dynamo_client import AsyncDynamo
-    from graph_service.store.tables import create_tables
+    from graph_service.store.tables import ensure_tables
 
-    async def run() -> list[str]:
-        dynamo = AsyncDynamo.build(settings)
-        try:
-            return await create_tables(dynamo, settings)
-        finally:
-            dynamo.close()
-
-    created = asyncio.run(run())
+    created = asyncio.run(ensure_tables(settings))
     print(f"created: {', '.join(created) or 'nothing (all tables exist)'}")
     return 0
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -16,8 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from graph_service.localstack.install import ensure_dynamodb_local, ensure_redis, local_dir
 from graph_service.localstack.processes import ManagedProcess, start_dynamodb_local, start_redis
 from graph_service.settings import Settings
-from graph_service.store.dynamo_client import AsyncDynamo
-from graph_service.store.tables import create_tables
+from graph_service.store.tables import ensure_tables
 
 __all__ = ["local_environment", "run_stack"]
 
@@ -87,7 +85,7 @@ def run_stack(settings: Settings) -> int:
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
         local = Settings.from_env(env)
-        asyncio.run(_create(local))
+        asyncio.run(ensure_tables(local))
         for command in ("serve", "counters"):
             log_file = (logs / f"{command}.log").open("ab")
             started.append(
@@ -125,15 +123,3 @@ def run_stack(settings: Settings) -> int:
                 except subprocess.TimeoutExpired:
                     process.kill()
         print("stopped.", flush=True)
-
-
-async def _create(settings: Settings) -> None:
-    dynamo = AsyncDynamo.build(settings)
-    try:
-        await create_tables(dynamo, settings)
-    finally:
-        dynamo.close()
-
-
-def data_dir() -> Path:
-    return local_dir() / "data"

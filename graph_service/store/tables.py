@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo, error_code
 
-__all__ = ["CHECKPOINTS", "FOLLOWERS", "FOLLOWING", "USERS", "create_tables", "table_specs"]
+__all__ = ["CHECKPOINTS", "FOLLOWERS", "FOLLOWING", "USERS", "create_tables", "ensure_tables", "table_specs"]
 
 FOLLOWERS = "followers"
 FOLLOWING = "following"
@@ -99,3 +99,12 @@ async def create_tables(dynamo: AsyncDynamo, settings: Settings) -> list[str]:
     created = await asyncio.gather(*(_ensure(dynamo, spec) for spec in specs))
     await _expire_markers(dynamo, settings.table(CHECKPOINTS))
     return [spec["TableName"] for spec, was_created in zip(specs, created, strict=True) if was_created]
+
+
+async def ensure_tables(settings: Settings) -> list[str]:
+    """``create_tables`` with a client of its own: for commands, the local stack and tests."""
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        return await create_tables(dynamo, settings)
+    finally:
+        dynamo.close()
