@@ -26,8 +26,7 @@ from graph_service.localstack.processes import (
 from graph_service.logging import configure_logging
 from graph_service.server import RunningServer, start_server
 from graph_service.settings import Settings
-from graph_service.store.dynamo_client import AsyncDynamo
-from graph_service.store.tables import create_tables
+from graph_service.store.tables import ensure_tables
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
@@ -83,14 +82,6 @@ def redis_url(redis_node: ManagedProcess) -> str:
     client.flushall()
     client.close()
     return f"redis://127.0.0.1:{redis_node.port}/0"
-
-
-async def ensure_tables(settings: Settings) -> None:
-    dynamo = AsyncDynamo.build(settings)
-    try:
-        await create_tables(dynamo, settings)
-    finally:
-        dynamo.close()
 
 
 @pytest.fixture

@@ -32,7 +32,8 @@ TOMBSTONE_MS = 300_000  # far longer than any write takes from commit to cache
 # disconnected by another task mid-use) as AttributeError/TypeError instead of ConnectionError
 # (redis/redis-py#4287), and a cluster it cannot reach (or whose slots it cannot place) raises
 # RedisClusterException, which is no RedisError. For the failure rule all are Redis failures.
-REDIS_FAILURES = (RedisError, RedisClusterException, OSError, AttributeError, TypeError)
+TORN_CONNECTION = (AttributeError, TypeError)
+REDIS_FAILURES = (RedisError, RedisClusterException, OSError, *TORN_CONNECTION)
 FILL_CHUNK = 1000
 
 
@@ -64,7 +65,12 @@ class GraphCache:
         if time.monotonic() < self._down_until:
             return False, None
         try:
-            return True, await call()
+            try:
+                return True, await call()
+            except TORN_CONNECTION:
+                # redis-py#4287: a pooled connection torn down under the client. Every call made
+                # here is idempotent, so one more try (on a fresh connection) is safe.
+                return True, await call()
         except REDIS_FAILURES as exc:
             if time.monotonic() >= self._down_until:
                 log.warning("redis_unavailable", error=str(exc))

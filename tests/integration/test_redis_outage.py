@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from graph_service.cache import keys
 from graph_service.localstack.processes import ManagedProcess, free_port, port_is_open, start_redis
 from graph_service.models import Direction
-from graph_service.server import RunningServer
 from graph_service.settings import Settings
-from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
+from tests.conftest import ensure_tables, make_settings, running_counters
+from tests.graph_calls import Stub, counts, is_following
 from tests.servers import eventually
-
-Stub = pb_grpc.SocialGraphServiceStub
 
 
 @dataclass
@@ -63,32 +60,11 @@ def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
 
 
 @pytest.fixture
-async def outage_settings(dynamodb_local: str, own_redis: OwnRedis) -> Settings:
+async def settings(dynamodb_local: str, own_redis: OwnRedis) -> Settings:
+    """Fresh tables, and this test's own Redis as the cache: conftest's server, stub and counters run on it."""
     value = make_settings(dynamodb_local, own_redis.url)
     await ensure_tables(value)
     return value
-
-
-@pytest.fixture
-async def outage_server(outage_settings: Settings) -> AsyncIterator[RunningServer]:
-    async with running_server(outage_settings) as running:
-        yield running
-
-
-@pytest.fixture
-async def stub(outage_server: RunningServer) -> AsyncIterator[Stub]:
-    async with stub_for(outage_server.port) as value:
-        yield value
-
-
-@pytest.fixture
-async def counters(outage_settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
-    async with running_counters(outage_settings) as task:
-        yield task
-
-
-async def is_following(stub: Stub, follower: int, followee: int) -> bool:
-    return (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=follower, followee_id=followee))).following
 
 
 async def followers(stub: Stub, user_id: int) -> list[int]:
@@ -99,22 +75,17 @@ async def following(stub: Stub, user_id: int) -> list[int]:
     return [e.user_id for e in (await stub.ListFollowing(pb.ListFollowingRequest(user_id=user_id))).following]
 
 
-async def counts(stub: Stub, user_id: int) -> tuple[int, int]:
-    reply = await stub.GetCounts(pb.GetCountsRequest(user_id=user_id))
-    return reply.followers_count, reply.following_count
-
-
 async def test_unfollow_during_an_outage_is_not_undone_by_a_stale_dump(
-    own_redis: OwnRedis, outage_settings: Settings, stub: Stub
+    own_redis: OwnRedis, settings: Settings, stub: Stub
 ) -> None:
     """An unfollow made while Redis is down stays visible after Redis comes back with the cached follow in its dump."""
     await stub.Follow(pb.FollowRequest(follower_id=1, followee_id=2))
     await stub.Follow(pb.FollowRequest(follower_id=3, followee_id=2))
-    async with running_counters(outage_settings):
+    async with running_counters(settings):
         await eventually(lambda: counts(stub, 2), lambda c: c == (2, 0))
     # Warm the cache: the follow state, both first list pages and the counts.
-    assert await is_following(stub, 1, 2)
-    assert await is_following(stub, 1, 2)
+    assert await is_following(stub, (1, 2))
+    assert await is_following(stub, (1, 2))
     assert await followers(stub, 2) == [3, 1]
     assert await following(stub, 1) == [2]
     assert await counts(stub, 2) == (2, 0)
@@ -129,11 +100,11 @@ async def test_unfollow_during_an_outage_is_not_undone_by_a_stale_dump(
     # While Redis is down every call still works, from DynamoDB. No counters consumer runs, so
     # nothing but the service itself keeps the stale entries of the dump from being served later.
     await stub.Unfollow(pb.UnfollowRequest(follower_id=1, followee_id=2))
-    assert not await is_following(stub, 1, 2)
+    assert not await is_following(stub, (1, 2))
     assert await followers(stub, 2) == [3]
     assert await following(stub, 1) == []
     assert await counts(stub, 2) == (2, 0)  # the counters in DynamoDB wait for the consumer
-    assert await is_following(stub, 3, 2)
+    assert await is_following(stub, (3, 2))
 
     own_redis.restart()
     with own_redis.client() as client:  # the dump brought the stale entries back
@@ -142,7 +113,7 @@ async def test_unfollow_during_an_outage_is_not_undone_by_a_stale_dump(
 
     async def reads_after_restart() -> bool:
         """Every answer must already be right; True once the cache serves the right state again."""
-        assert not await is_following(stub, 1, 2)
+        assert not await is_following(stub, (1, 2))
         assert await followers(stub, 2) == [3]
         assert await following(stub, 1) == []
         with own_redis.client() as client:
@@ -157,7 +128,7 @@ async def test_unfollow_during_an_outage_is_not_undone_by_a_stale_dump(
         assert not [m for m in client.zrange(keys.list_key(Direction.FOLLOWING, 1), 0, -1) if m.endswith(f"#{2:020d}")]
 
     # The consumer then counts the unfollow and replaces the stale counts the dump brought back.
-    async with running_counters(outage_settings):
+    async with running_counters(settings):
         await eventually(lambda: counts(stub, 2), lambda c: c == (1, 0))
         await eventually(lambda: counts(stub, 1), lambda c: c == (0, 0))
     with own_redis.client() as client:
@@ -168,7 +139,7 @@ async def test_follow_during_an_outage_is_not_undone_by_a_stale_dump(
     own_redis: OwnRedis, stub: Stub, counters: asyncio.Task[None]
 ) -> None:
     """A follow made while Redis is down stays visible, and is counted, after Redis comes back with stale entries."""
-    assert not await is_following(stub, 5, 6)
+    assert not await is_following(stub, (5, 6))
     assert await followers(stub, 6) == []
     assert await following(stub, 5) == []
     assert await counts(stub, 6) == (0, 0)
@@ -179,7 +150,7 @@ async def test_follow_during_an_outage_is_not_undone_by_a_stale_dump(
     own_redis.shutdown_saving()
     reply = await stub.Follow(pb.FollowRequest(follower_id=5, followee_id=6))
     assert reply.state == pb.FOLLOW_STATE_FOLLOWING
-    assert await is_following(stub, 5, 6)
+    assert await is_following(stub, (5, 6))
     assert await followers(stub, 6) == [5]
     await eventually(lambda: counts(stub, 6), lambda c: c == (1, 0))
 
@@ -189,7 +160,7 @@ async def test_follow_during_an_outage_is_not_undone_by_a_stale_dump(
         assert client.hmget(keys.counts(6), ["fl", "fg"]) == ["0", "0"]
 
     async def reads_after_restart() -> bool:
-        assert await is_following(stub, 5, 6)
+        assert await is_following(stub, (5, 6))
         assert await followers(stub, 6) == [5]
         assert await following(stub, 5) == [6]
         with own_redis.client() as client:
