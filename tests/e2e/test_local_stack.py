@@ -1,0 +1,87 @@
+"""`socialgraph up` as a new user runs it: everything starts, answers grpcurl, and Ctrl-C stops it all."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from graph_service.localstack.install import ensure_dynamodb_local, local_dir
+from graph_service.localstack.processes import free_port, port_is_open
+from tests.e2e.test_grpcurl import grpcurl_binary
+from tests.servers import wait_until
+
+SERVICE = "socialgraph.v1.SocialGraphService"
+
+
+def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "SG_LOCAL_DIR": str(base),
+        "SG_DYNAMODB_LOCAL_PORT": str(ports["dynamodb"]),
+        "SG_REDIS_PORT": str(ports["redis"]),
+        "SG_GRPC_ADDRESS": f"127.0.0.1:{ports['grpc']}",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "graph_service", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def read_until(process: subprocess.Popen[str], marker: str) -> str:
+    """Lines of output up to and including the one with ``marker`` (fails if the process ends first)."""
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"stack ended before {marker!r}:\n{''.join(seen)}")
+
+
+def grpcurl(port: int, method: str, body: dict[str, int]) -> dict[str, object]:
+    out = subprocess.run(
+        [grpcurl_binary(), "-plaintext", "-d", json.dumps(body), f"127.0.0.1:{port}", f"{SERVICE}/{method}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """The stack prints grpcurl commands, serves them, keeps DynamoDB data across runs, and Ctrl-C stops every part."""
+    tools = tmp_path / "dynamodb"
+    tools.symlink_to(local_dir() / "dynamodb")  # reuse the installed DynamoDB Local, as a second run would
+    ensure_dynamodb_local(tmp_path)
+    ports = {"dynamodb": free_port(), "redis": free_port(), "grpc": free_port()}
+
+    for run in range(2):
+        stack = start_stack(tmp_path, ports)
+        try:
+            banner = read_until(stack, "Ctrl-C stops everything")
+            assert f"grpcurl -plaintext 127.0.0.1:{ports['grpc']} list" in banner
+            if run == 0:
+                assert grpcurl(ports["grpc"], "Follow", {"follower_id": 1, "followee_id": 2}) == {
+                    "state": "FOLLOW_STATE_FOLLOWING"
+                }
+            assert grpcurl(ports["grpc"], "IsFollowing", {"follower_id": 1, "followee_id": 2}) == {"following": True}
+            wait_until(
+                lambda: grpcurl(ports["grpc"], "GetCounts", {"user_id": 2}) == {"followers_count": "1"},
+                what="counters consumer counted the follow",
+            )
+        finally:
+            stack.send_signal(signal.SIGINT)
+            assert stack.wait(timeout=60) == 0
+        for name, port in ports.items():
+            assert not port_is_open(port), f"{name} still listening after Ctrl-C"
+    assert (tmp_path / "data" / "dynamodb").is_dir()
+    assert (tmp_path / "logs" / "serve.log").is_file()
