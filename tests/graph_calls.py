@@ -295,3 +295,16 @@ async def check_round(
             assert await list_page(cached, direction, user, 1) == await list_page(truth, direction, user, 1)
     assert await assert_cache_agrees(settings, edges, users, with_counts=False) >= min_checked
     return edges
+
+
+async def cached_counts(settings: Settings, users: list[int]) -> dict[int, tuple[int, int] | None]:
+    """The Redis count hashes as (followers, following), None where not cached (single-node Redis)."""
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        found: dict[int, tuple[int, int] | None] = {}
+        for user in users:
+            fl, fg = await client.hmget(keys.counts(user), ["fl", "fg"])
+            found[user] = None if fl is None or fg is None else (int(fl), int(fg))
+        return found
+    finally:
+        await client.aclose()

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import structlog
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException, RedisError
 
 from graph_service.cache import keys, scripts
@@ -117,6 +118,29 @@ class GraphCache:
             )
         )
 
+    async def _on_both_sides(
+        self, script: AsyncScript, follower_id: int, followee_id: int, args: Callable[[int], list[str | int]]
+    ) -> bool:
+        """Run an edge script in each user's slot: the follower's (its follow state and following
+        list) and the followee's (its followers list). ``args(other)`` builds the ARGV for the side
+        whose list holds ``other``. The followee side passes its epoch as the state key: no state."""
+        sides = [
+            (follower_id, keys.follow_state(follower_id, followee_id), Direction.FOLLOWING, followee_id),
+            (followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id),
+        ]
+
+        def call(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
+            edge_keys = [
+                keys.epoch(owner),
+                state_key,
+                keys.list_key(direction, owner),
+                keys.list_tombstones(direction, owner),
+            ]
+            return lambda: script(keys=edge_keys, args=args(other))
+
+        results = await asyncio.gather(*(self._try(call(*side)) for side in sides))
+        return all(ok for ok, _ in results)
+
     async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> None:
         """Write-through after a committed follow (``following``) or unfollow of the edge made at ``at_us``.
 
@@ -125,69 +149,23 @@ class GraphCache:
         add = "1" if following else "0"
         now_ms = int(time.time() * 1000)
 
-        def script(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
+        def args(other: int) -> list[str | int]:
             member = "" if at_us is None else Edge(other, at_us).position
-            return lambda: self._write_edge(
-                keys=[
-                    keys.epoch(owner),
-                    state_key,
-                    keys.list_key(direction, owner),
-                    keys.list_tombstones(direction, owner),
-                ],
-                args=[add, member, self._list_limit, now_ms, TOMBSTONE_MS],
-            )
+            return [add, member, self._list_limit, now_ms, TOMBSTONE_MS]
 
-        results = await asyncio.gather(
-            self._try(
-                script(follower_id, keys.follow_state(follower_id, followee_id), Direction.FOLLOWING, followee_id)
-            ),
-            self._try(script(followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id)),
-        )
-        if not all(ok for ok, _ in results):
+        if not await self._on_both_sides(self._write_edge, follower_id, followee_id, args):
             self._owe(follower_id, followee_id)
-
-    async def invalidate_edge(self, follower_id: int, followee_id: int) -> bool:
-        """Drop every entry an edge change may have made stale, in both users' slots."""
-        results = await asyncio.gather(
-            self._try(
-                lambda: self._invalidate(
-                    keys=[
-                        keys.epoch(follower_id),
-                        keys.follow_state(follower_id, followee_id),
-                        keys.list_key(Direction.FOLLOWING, follower_id),
-                    ]
-                )
-            ),
-            self._try(
-                lambda: self._invalidate(
-                    keys=[keys.epoch(followee_id), keys.list_key(Direction.FOLLOWERS, followee_id)]
-                )
-            ),
-        )
-        return all(ok for ok, _ in results)
 
     async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
         """Delete any cached entry that disagrees with a committed change (run by the consumer)."""
         state = "1" if following else "0"
-
-        def script(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
-            return lambda: self._repair(
-                keys=[
-                    keys.epoch(owner),
-                    state_key,
-                    keys.list_key(direction, owner),
-                    keys.list_tombstones(direction, owner),
-                ],
-                args=[state, Edge(other, at_us).position],
-            )
-
-        results = await asyncio.gather(
-            self._try(
-                script(follower_id, keys.follow_state(follower_id, followee_id), Direction.FOLLOWING, followee_id)
-            ),
-            self._try(script(followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id)),
+        return await self._on_both_sides(
+            self._repair, follower_id, followee_id, lambda other: [state, Edge(other, at_us).position]
         )
-        return all(ok for ok, _ in results)
+
+    async def invalidate_edge(self, follower_id: int, followee_id: int) -> bool:
+        """Drop every entry an edge change may have made stale, in both users' slots."""
+        return await self._on_both_sides(self._invalidate, follower_id, followee_id, lambda other: [])
 
     # -- adjacency lists ----------------------------------------------------------------------
 

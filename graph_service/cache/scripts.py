@@ -63,10 +63,12 @@ redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
-# KEYS: epoch, then the keys to drop.  Anything filled from a read that began earlier is refused.
+# Drops what an edge change may have made stale; anything filled from a read that began earlier
+# is refused. KEYS as WRITE_EDGE (tombstones are kept: they only ever stop a stale add).
 INVALIDATE = """
 redis.call('INCR', KEYS[1])
-redis.call('DEL', unpack(KEYS, 2))
+if KEYS[2] ~= KEYS[1] then redis.call('DEL', KEYS[2]) end
+redis.call('DEL', KEYS[3])
 return 1
 """
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
@@ -25,12 +24,12 @@ from counters.checkpoints import CheckpointStore
 from counters.consumer import CacheRepairer, CountersConsumer, run_counters, stream_arn
 from counters.edge_changes import EdgeChange
 from graph_service.bootstrap import build_cache
-from graph_service.cache import keys
 from graph_service.localstack.processes import ManagedProcess, free_port, start_redis
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
 from graph_service.store.tables import USERS, ensure_tables
 from tests.conftest import make_settings, running_counters, running_server, stub_for
+from tests.graph_calls import cached_counts
 from tests.servers import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,18 +130,6 @@ async def table_counts(settings: Settings, users: list[int]) -> Expected:
     finally:
         dynamo.close()
     return {u: (c.followers, c.following) for u, c in stored.items()}
-
-
-async def cached_counts(settings: Settings, users: list[int]) -> dict[int, tuple[int, int] | None]:
-    client = aioredis.Redis.from_url(settings.redis_url)
-    try:
-        found: dict[int, tuple[int, int] | None] = {}
-        for user in users:
-            fl, fg = await client.hmget(keys.counts(user), ["fl", "fg"])
-            found[user] = None if fl is None or fg is None else (int(fl), int(fg))
-        return found
-    finally:
-        await client.aclose()
 
 
 async def assert_counts_exact(stub: pb_grpc.SocialGraphServiceStub, settings: Settings, graph: Graph) -> None:

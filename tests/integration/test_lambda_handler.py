@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from counters.lambda_handler import handler
-from graph_service.cache import keys
 from graph_service.settings import Settings
+from tests.graph_calls import cached_counts
 
 EVENT_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "followers_stream_event.json"
 Counts = dict[int, tuple[int, int]]
@@ -58,18 +57,6 @@ async def counts(stub: pb_grpc.SocialGraphServiceStub, users: list[int]) -> Coun
     return {c.user_id: (c.followers_count, c.following_count) for c in reply.counts}
 
 
-async def cached(settings: Settings, users: list[int]) -> dict[int, tuple[int, int] | None]:
-    client = aioredis.Redis.from_url(settings.redis_url)
-    try:
-        found: dict[int, tuple[int, int] | None] = {}
-        for user in users:
-            fl, fg = await client.hmget(keys.counts(user), ["fl", "fg"])
-            found[user] = None if fl is None or fg is None else (int(fl), int(fg))
-        return found
-    finally:
-        await client.aclose()
-
-
 async def test_event_is_counted_and_a_retried_event_counts_nothing_more(
     lambda_env: Settings, stub: pb_grpc.SocialGraphServiceStub
 ) -> None:
@@ -78,11 +65,11 @@ async def test_event_is_counted_and_a_retried_event_counts_nothing_more(
     users = sorted(AFTER_ALL)
     assert await invoke(batch(records[:6])) == {"batchItemFailures": []}
     touched = {u: c for u, c in AFTER_FIRST_SIX.items() if u != 1003}
-    assert await cached(lambda_env, sorted(touched)) == touched  # absolute values, written by the handler
+    assert await cached_counts(lambda_env, sorted(touched)) == touched  # absolute values, written by the handler
     assert await counts(stub, users) == AFTER_FIRST_SIX
     assert await invoke(batch(records[:6])) == {"batchItemFailures": []}
     assert await invoke(batch(records[2:4])) == {"batchItemFailures": []}  # a bisected retry
-    assert await cached(lambda_env, users) == AFTER_FIRST_SIX
+    assert await cached_counts(lambda_env, users) == AFTER_FIRST_SIX
     assert await counts(stub, users) == AFTER_FIRST_SIX
 
 
@@ -95,7 +82,7 @@ async def test_retry_of_a_superset_batch_counts_only_the_new_events(
     await invoke(batch(records[:6]))
     await invoke(batch(records))
     assert await counts(stub, users) == AFTER_ALL
-    assert await cached(lambda_env, users) == AFTER_ALL
+    assert await cached_counts(lambda_env, users) == AFTER_ALL
     await invoke(batch(records))
     await invoke(batch(records[4:]))
     assert await counts(stub, users) == AFTER_ALL

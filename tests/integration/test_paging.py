@@ -23,6 +23,7 @@ from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
 from graph_service.store.tables import table_specs
 from tests.conftest import ensure_tables, make_settings, running_server, stub_for
+from tests.graph_calls import Entry, list_page
 from tests.servers import eventually
 
 if TYPE_CHECKING:
@@ -82,25 +83,6 @@ async def follow_in_order(stub: Stub, pairs: Sequence[tuple[int, int]]) -> None:
     """Make the follows one after another, so list order is the order given (newest last)."""
     for a, b in pairs:
         await stub.Follow(pb.FollowRequest(follower_id=a, followee_id=b))
-
-
-Entry = tuple[int, int]  # (user_id, followed_at in microseconds)
-
-
-async def list_page(
-    stub: Stub, direction: Direction, user_id: int, page_size: int, token: str
-) -> tuple[list[Entry], str]:
-    if direction is Direction.FOLLOWERS:
-        reply = await stub.ListFollowers(
-            pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=token)
-        )
-        entries = reply.followers
-    else:
-        following = await stub.ListFollowing(
-            pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=token)
-        )
-        reply, entries = following, following.following  # type: ignore[assignment]
-    return [(e.user_id, e.followed_at.ToMicroseconds()) for e in entries], reply.next_page_token
 
 
 async def walk(
