@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import time
 from typing import Any
@@ -26,7 +27,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
         "p50_ms": round(statistics.median(ordered) * 1000, 3),
-        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 3),
+        "p99_ms": round(ordered[math.ceil(len(ordered) * 0.99) - 1] * 1000, 3),  # nearest rank
     }
 
 

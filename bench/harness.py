@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph_service.localstack.processes import free_port, start_dynamodb_local, start_redis
+from graph_service.localstack.processes import free_port, port_is_open, start_dynamodb_local, start_redis
 from graph_service.localstack.stack import local_environment
 from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables
@@ -34,13 +34,8 @@ def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
-    import socket
-
     deadline = time.monotonic() + timeout
-    while True:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
+    while not port_is_open(port):
         if time.monotonic() > deadline:
             raise TimeoutError(f"nothing listening on {port}")
         time.sleep(0.05)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +76,7 @@ class CounterApplier:
             }
         }
 
-    async def apply(self, changes: list[EdgeChange], fence: Callable[[], Fence]) -> dict[int, Counts]:
+    async def apply(self, changes: list[EdgeChange], fence: Fence) -> dict[int, Counts]:
         """Commit the chunk's deltas with the fence; returns the new counters of every touched user.
 
         Raises ``FenceRejected`` when the fence refuses (a replay); nothing is written then.
@@ -101,8 +100,7 @@ class CounterApplier:
             }
             if any(current[u].followers + deltas[u][0] < 0 or current[u].following + deltas[u][1] < 0 for u in users):
                 log.warning("counter_clamped_at_zero", users=users)
-            fence_items = fence().items
-            items = [self._update(u, current[u], new[u]) for u in users] + fence_items
+            items = [self._update(u, current[u], new[u]) for u in users] + fence.items
             try:
                 await self._dynamo.call("transact_write_items", TransactItems=items)
                 return new

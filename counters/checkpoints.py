@@ -128,6 +128,6 @@ class CheckpointStore:
             "update_item",
             TableName=self._table,
             Key=self._key(shard_id),
-            UpdateExpression="SET done = :t",
+            UpdateExpression="SET done = :t REMOVE note",  # nothing of a finished shard is redone
             ExpressionAttributeValues={":t": {"BOOL": True}},
         )

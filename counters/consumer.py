@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -100,6 +99,7 @@ class CacheRepairer:
     async def close(self) -> None:
         if self._retry is not None:
             self._retry.cancel()
+            await asyncio.gather(self._retry, return_exceptions=True)  # owed repairs stay stored as debts
         if self._cache is not None:
             await self._cache.close()
 
@@ -139,7 +139,7 @@ class CountersConsumer:
             try:
                 if todo:
                     fence = Fence([self._checkpoints.advance_item(shard_id, previous, end, encode_note(todo))])
-                    counts = await self._applier.apply(todo, _constant(fence))
+                    counts = await self._applier.apply(todo, fence)
                 else:
                     await self._checkpoints.advance(shard_id, previous, end)
                     counts = {}
@@ -155,10 +155,6 @@ class CountersConsumer:
             self.applied_changes += len(todo)
             await self._repairer.repair(todo, counts)
             return end
-
-
-def _constant(fence: Fence) -> Callable[[], Fence]:
-    return lambda: fence
 
 
 async def stream_arn(dynamo: AsyncDynamo, settings: Settings) -> str:

@@ -30,16 +30,20 @@ __all__ = ["MARKER_TTL_SECONDS", "apply_event", "handler"]
 
 log = structlog.get_logger(__name__)
 MARKER_TTL_SECONDS = 3 * 86_400
-CONSUMER = "counters-lambda"
 MAX_EVENTS_PER_CHUNK = 30  # 30 markers + up to 60 users stays within 100 transaction items
 
 
-def _marker(table: str, change: EdgeChange, now: int) -> dict[str, Any]:
+def lambda_consumer(settings: Settings) -> str:
+    """Checkpoint namespace of the Lambda variant; run it or ``socialgraph counters``, never both."""
+    return f"{settings.counters_consumer_name}-lambda"
+
+
+def _marker(table: str, consumer: str, change: EdgeChange, now: int) -> dict[str, Any]:
     return {
         "Put": {
             "TableName": table,
             "Item": {
-                "consumer": {"S": CONSUMER},
+                "consumer": {"S": consumer},
                 "shard_id": {"S": f"event#{change.event_id}"},
                 "expires_at": {"N": str(now + MARKER_TTL_SECONDS)},
             },
@@ -52,7 +56,9 @@ async def apply_event(event: dict[str, Any], settings: Settings) -> dict[str, in
     """Apply one Lambda event; returns how many changes were applied and skipped as replays."""
     dynamo = AsyncDynamo.build(settings)
     applier = CounterApplier(dynamo, settings)
-    repairer = CacheRepairer(build_cache(settings), applier, CheckpointStore(dynamo, settings, CONSUMER))
+    repairer = CacheRepairer(
+        build_cache(settings), applier, CheckpointStore(dynamo, settings, lambda_consumer(settings))
+    )
     table = settings.table(CHECKPOINTS)
     applied = skipped = 0
     try:
@@ -67,9 +73,9 @@ async def apply_event(event: dict[str, Any], settings: Settings) -> dict[str, in
             todo = list(chunk)
             while todo:
                 now = int(time.time())
-                markers = [_marker(table, c, now) for c in todo]
+                markers = [_marker(table, lambda_consumer(settings), c, now) for c in todo]
                 try:
-                    counts = await applier.apply(todo, lambda markers=markers: Fence(markers))  # type: ignore[misc]
+                    counts = await applier.apply(todo, Fence(markers))
                 except FenceRejected as rejected:
                     skipped += len(rejected.positions)
                     todo = [c for i, c in enumerate(todo) if i not in set(rejected.positions)]

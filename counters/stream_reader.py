@@ -44,7 +44,6 @@ class StreamReader:
         self._poll = poll_seconds
         self._refresh = refresh_seconds
         self._running: dict[str, asyncio.Task[None]] = {}
-        self.lag_records = 0
 
     async def list_shards(self) -> dict[str, str | None]:
         """Every shard of the stream and its parent (None for roots)."""
@@ -63,14 +62,20 @@ class StreamReader:
         """Until ``stop`` is set: keep one task per readable shard, refreshing the shard list."""
         try:
             while not stop.is_set():
+                self._forget_failed()
                 await self._schedule()
-                failed = [s for s, t in self._running.items() if t.done() and t.exception()]
-                for shard_id in failed:
-                    raise RuntimeError(f"shard {shard_id} failed") from self._running[shard_id].exception()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self._refresh)
         finally:
             await _cancel_all(list(self._running.values()))
+
+    def _forget_failed(self) -> None:
+        """A shard task that failed (DynamoDB unavailable, retries exhausted) is started again at the
+        next refresh, from its checkpoint: one bad minute must not stop the whole consumer."""
+        for shard_id, task in list(self._running.items()):
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("shard_failed_will_resume", shard_id=shard_id, error=repr(task.exception()))
+                del self._running[shard_id]
 
     async def _schedule(self) -> None:
         shards = await self.list_shards()

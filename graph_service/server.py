@@ -17,7 +17,7 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from graph_service.bootstrap import build_service
 from graph_service.interceptors import RequestInterceptor
 from graph_service.servicer import SocialGraphServicer
-from graph_service.settings import Settings
+from graph_service.settings import DEV_PAGE_TOKEN_SECRET, Settings
 from graph_service.store.edge_store import EdgeStore
 
 __all__ = ["PortInUse", "RunningServer", "serve", "start_server"]
@@ -65,6 +65,8 @@ async def start_server(settings: Settings) -> RunningServer:
     await server.start()
     for name in (SERVICE_NAME, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if settings.page_token_secret == DEV_PAGE_TOKEN_SECRET and not settings.dynamodb_endpoint:
+        log.warning("development_page_token_secret", hint="set SG_PAGE_TOKEN_SECRET: tokens can be forged")
     log.info("server_started", address=settings.grpc_address, port=port)
     return RunningServer(server, health_servicer, store, port, settings.shutdown_grace_seconds)
 

@@ -96,14 +96,14 @@ class CachedEdgeStore:
         missing = [u for u in wanted if u not in found]
         if missing:
             loaded = await self._store.get_counts(missing)
-            for user_id, counts in loaded.items():
-                await self.cache.set_counts(user_id, counts)
+            await asyncio.gather(*(self.cache.set_counts(u, c) for u, c in loaded.items()))
             found.update(loaded)
         return {u: found[u] for u in wanted}
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.cache.close()
         await self._store.close()
 

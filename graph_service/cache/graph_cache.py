@@ -202,8 +202,7 @@ class GraphCache:
                 batch.append(edge.position)
                 count += 1
                 if count > self._list_limit:
-                    await self._try(lambda: self._redis.delete(tmp))
-                    return False
+                    return False  # too long to cache whole; the finally drops what was loaded
                 if len(batch) >= FILL_CHUNK:
                     if not await self._add_members(tmp, batch):
                         return False
@@ -259,15 +258,15 @@ class GraphCache:
         )
         return ok
 
-    async def drop_counts(self, user_ids: Sequence[int]) -> bool:
-        async def drop() -> None:
-            for user_id in user_ids:
-                await self._redis.delete(keys.counts(user_id))
-
-        ok, _ = await self._try(drop)
-        return ok
-
     async def close(self) -> None:
+        """Deliver owed invalidations if Redis answers now (one try), then close the client."""
         if self._flusher is not None:
             self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        self._down_until = 0.0
+        for pair in list(self._pending):
+            if await self.invalidate_edge(*pair):
+                self._pending.discard(pair)
+        if self._pending:
+            log.warning("redis_invalidations_dropped_at_shutdown", count=len(self._pending))
         await self._redis.aclose()

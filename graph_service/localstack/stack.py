@@ -8,12 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from graph_service.localstack.install import ensure_dynamodb_local, ensure_redis, local_dir
-from graph_service.localstack.processes import ManagedProcess, start_dynamodb_local, start_redis
+from graph_service.localstack.install import local_dir
+from graph_service.localstack.processes import ManagedProcess, port_is_open, start_dynamodb_local, start_redis
 from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables
 
@@ -62,13 +63,19 @@ socialgraph is up. gRPC at {target} (reflection on). Try:
 """
 
 
+def _spawn_component(command: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
+    """A `socialgraph <command>` child; its output goes to logs/<command>.log."""
+    with (logs / f"{command}.log").open("ab") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "graph_service", command], env=env, stdout=log_file, stderr=subprocess.STDOUT
+        )
+
+
 def run_stack(settings: Settings) -> int:
     base = local_dir()
     logs = base / "logs"
     dynamodb_port = int(os.environ.get("SG_DYNAMODB_LOCAL_PORT", "8000"))
     redis_port = int(os.environ.get("SG_REDIS_PORT", "6379"))
-    ensure_redis()
-    ensure_dynamodb_local()
     started: list[ManagedProcess | subprocess.Popen[bytes]] = []
     stop_requested = False
 
@@ -84,22 +91,12 @@ def run_stack(settings: Settings) -> int:
         env = local_environment(dynamodb_port, redis_port)
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
-        local = Settings.from_env(env)
-        asyncio.run(ensure_tables(local))
-        for command in ("serve", "counters"):
-            log_file = (logs / f"{command}.log").open("ab")
-            started.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "graph_service", command],
-                    env=env,
-                    stdout=log_file,
-                    stderr=log_file,
-                )
-            )
-        port = settings.grpc_address.rsplit(":", 1)[1]
-        target = f"127.0.0.1:{port}"
-        service = started[2]
-        assert isinstance(service, subprocess.Popen)
+        asyncio.run(ensure_tables(Settings.from_env(env)))
+        target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
+        if port_is_open(int(target.rsplit(":", 1)[1])):
+            raise RuntimeError(f"gRPC port of {target} is already taken (set SG_GRPC_ADDRESS)")
+        service = _spawn_component("serve", env, logs)
+        started += [service, _spawn_component("counters", env, logs)]
         _wait_healthy(target, service)
         print(_banner(target), flush=True)
         print(f"logs: {logs}", flush=True)
@@ -111,6 +108,9 @@ def run_stack(settings: Settings) -> int:
                     return 1
             time.sleep(0.2)
         return 0
+    except RuntimeError as exc:  # a taken port, a component that would not start
+        print(f"socialgraph up: {exc}", file=sys.stderr)
+        return 2
     finally:
         print("stopping...", flush=True)
         for process in reversed(started):

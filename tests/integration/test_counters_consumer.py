@@ -414,12 +414,12 @@ async def test_removal_of_an_edge_never_counted_leaves_counts_at_zero(
     dynamo = AsyncDynamo.build(settings)
     try:
         applier = CounterApplier(dynamo, settings)
-        new = await applier.apply([removed, removed], lambda: Fence([]))
+        new = await applier.apply([removed, removed], Fence([]))
         assert {u: (c.followers, c.following) for u, c in new.items()} == {61: (0, 0), 62: (0, 0)}
         assert await table_counts(settings, [61, 62]) == {61: (0, 0), 62: (0, 0)}
         assert await service_counts(stub, [61, 62]) == {61: (0, 0), 62: (0, 0)}
         added = EdgeChange(follower_id=61, followee_id=62, at_us=2, added=True, sequence="2", event_id="a1")
-        await applier.apply([added], lambda: Fence([]))
+        await applier.apply([added], Fence([]))
         stored = await dynamo.call(
             "get_item", TableName=settings.table(USERS), Key={"user_id": {"N": "62"}}, ConsistentRead=True
         )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
@@ -46,14 +47,22 @@ class SocialGraphClient:
         *,
         credentials: grpc.ChannelCredentials | None = None,
         call_timeout: float | None = 5.0,
+        connect_timeout: float = 10.0,
         options: Sequence[tuple[str, Any]] = (),
     ) -> SocialGraphClient:
-        """Open a channel (TLS when ``credentials`` is given) and wait until it is ready."""
+        """Open a channel (TLS when ``credentials`` is given) and wait until it is ready.
+
+        ``call_timeout`` is the deadline of each call; ``connect_timeout`` bounds the wait for the channel.
+        """
         if credentials is None:
             channel = grpc.aio.insecure_channel(target, options=list(options))
         else:
             channel = grpc.aio.secure_channel(target, credentials, options=list(options))
-        await channel.channel_ready()
+        try:
+            await asyncio.wait_for(channel.channel_ready(), connect_timeout)
+        except BaseException:
+            await channel.close(None)
+            raise
         return cls(channel, timeout=call_timeout)
 
     async def __aenter__(self) -> SocialGraphClient:
@@ -98,7 +107,7 @@ class SocialGraphClient:
             request = pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=token)
             reply = await self._call(self._stub.ListFollowers, request)
             for entry in reply.followers:
-                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime())
+                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
             token = reply.next_page_token
             if not token:
                 return
@@ -110,7 +119,7 @@ class SocialGraphClient:
             request = pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=token)
             reply = await self._call(self._stub.ListFollowing, request)
             for entry in reply.following:
-                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime())
+                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
             token = reply.next_page_token
             if not token:
                 return
