@@ -102,23 +102,32 @@ class SocialGraphClient:
 
     async def iter_followers(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowEntry]:
         """Every follower, newest first, fetching pages as the loop goes."""
-        token = ""
-        while True:
-            request = pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=token)
-            reply = await self._call(self._stub.ListFollowers, request)
-            for entry in reply.followers:
-                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
-            token = reply.next_page_token
-            if not token:
-                return
+        async for entry in self._walk(
+            lambda token: self._call(
+                self._stub.ListFollowers,
+                pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=token),
+            ),
+            "followers",
+        ):
+            yield entry
 
     async def iter_following(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowEntry]:
         """Every account the user follows, newest first."""
+        async for entry in self._walk(
+            lambda token: self._call(
+                self._stub.ListFollowing,
+                pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=token),
+            ),
+            "following",
+        ):
+            yield entry
+
+    async def _walk(self, fetch: Callable[[str], Awaitable[Any]], field: str) -> AsyncIterator[FollowEntry]:
+        """Follow ``next_page_token`` until the last page; ``field`` names the entries of a reply."""
         token = ""
         while True:
-            request = pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=token)
-            reply = await self._call(self._stub.ListFollowing, request)
-            for entry in reply.following:
+            reply = await fetch(token)
+            for entry in getattr(reply, field):
                 yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
             token = reply.next_page_token
             if not token:
