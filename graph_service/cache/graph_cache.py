@@ -44,7 +44,8 @@ class GraphCache:
         self._ttl = ttl_seconds
         self._list_limit = list_limit
         self._down_until = 0.0
-        self._pending: set[tuple[int, int]] = set()
+        # owed invalidations: edge -> how many failed write-throughs it has had (see _flush_pending)
+        self._pending: dict[tuple[int, int], int] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._write_edge = redis.register_script(scripts.WRITE_EDGE)
         self._fill = redis.register_script(scripts.FILL_IF_EPOCH)
@@ -79,16 +80,18 @@ class GraphCache:
             return False, None
 
     def _owe(self, follower_id: int, followee_id: int) -> None:
-        self._pending.add((follower_id, followee_id))
+        pair = (follower_id, followee_id)
+        self._pending[pair] = self._pending.get(pair, 0) + 1
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_pending())
 
     async def _flush_pending(self) -> None:
         while self._pending:
             await asyncio.sleep(max(0.05, self._down_until - time.monotonic()))
-            for pair in list(self._pending):
-                if await self.invalidate_edge(*pair):
-                    self._pending.discard(pair)
+            for pair, owed in list(self._pending.items()):
+                # Forget the debt only if no write of this edge failed while the invalidation ran.
+                if await self.invalidate_edge(*pair) and self._pending.get(pair) == owed:
+                    del self._pending[pair]
         log.info("redis_invalidations_delivered")
 
     # -- follow state -----------------------------------------------------------------------
@@ -266,7 +269,7 @@ class GraphCache:
         self._down_until = 0.0
         for pair in list(self._pending):
             if await self.invalidate_edge(*pair):
-                self._pending.discard(pair)
+                del self._pending[pair]
         if self._pending:
             log.warning("redis_invalidations_dropped_at_shutdown", count=len(self._pending))
         await self._redis.aclose()
