@@ -44,29 +44,33 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 @contextlib.contextmanager
 def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
     """DynamoDB Local (in memory), Redis and (optionally) the service, all on free ports."""
-    with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp, contextlib.ExitStack() as cleanup:
         base = Path(tmp)
         dynamo = start_dynamodb_local(free_port(), base / "logs")
+        cleanup.callback(dynamo.stop)
         redis = start_redis(free_port(), base / "logs", base / "redis")
-        service: subprocess.Popen[bytes] | None = None
-        try:
-            grpc_port = free_port()
-            env = local_environment(dynamo.port, redis.port)
-            env.update(SG_GRPC_ADDRESS=f"127.0.0.1:{grpc_port}", SG_LOG_LEVEL="warning", SG_TABLE_PREFIX="bench_")
-            settings = Settings.from_env(env)
-            os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-            asyncio.run(ensure_tables(settings))
-            if with_service:
-                service = start_process(["-m", "graph_service", "serve"], env, base / "logs" / "serve.log")
-                wait_port(grpc_port)
-            yield Stack(env=env, settings=settings, grpc_target=f"127.0.0.1:{grpc_port}")
-        finally:
-            if service is not None:
-                service.terminate()
-                service.wait(15)
-            redis.stop()
-            dynamo.stop()
+        cleanup.callback(redis.stop)
+        grpc_port = free_port()
+        env = local_environment(dynamo.port, redis.port)
+        env.update(SG_GRPC_ADDRESS=f"127.0.0.1:{grpc_port}", SG_LOG_LEVEL="warning", SG_TABLE_PREFIX="bench_")
+        settings = Settings.from_env(env)
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+        asyncio.run(ensure_tables(settings))
+        if with_service:
+            service = start_process(["-m", "graph_service", "serve"], env, base / "logs" / "serve.log")
+            cleanup.callback(_stop, service)
+            wait_port(grpc_port)
+        yield Stack(env=env, settings=settings, grpc_target=f"127.0.0.1:{grpc_port}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 async def closed_loop(call: Callable[[], Awaitable[object]], *, concurrency: int, seconds: float) -> float:

@@ -25,7 +25,7 @@ def build_store(settings: Settings) -> EdgeStore:
     store: EdgeStore = DynamoEdgeStore(AsyncDynamo.build(settings), settings)
     cache = build_cache(settings)
     if cache is not None:
-        store = CachedEdgeStore(store, cache, list_limit=settings.adjacency_cache_limit)
+        store = CachedEdgeStore(store, cache)
     return store
 
 

@@ -7,7 +7,7 @@ import contextlib
 import random
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,15 +69,28 @@ async def list_page(
     return [(e.user_id, e.followed_at.ToMicroseconds()) for e in entries], reply.next_page_token
 
 
-async def whole_list(stub: Stub, direction: Direction, user_id: int, page_size: int = 1000) -> list[Entry]:
-    """Every entry of a list, walking all pages, for lists longer than one page."""
-    out: list[Entry] = []
+async def walk(
+    stub: Stub,
+    direction: Direction,
+    user_id: int,
+    page_size: int,
+    between_pages: Callable[[], Awaitable[None]] | None = None,
+) -> list[list[Entry]]:
+    """All pages of a list, from the first to the one with an empty next_page_token."""
+    pages: list[list[Entry]] = []
     token = ""
     while True:
         entries, token = await list_page(stub, direction, user_id, page_size, token)
-        out.extend(entries)
+        pages.append(entries)
         if not token:
-            return out
+            return pages
+        if between_pages is not None:
+            await between_pages()
+
+
+async def whole_list(stub: Stub, direction: Direction, user_id: int, page_size: int = 1000) -> list[Entry]:
+    """Every entry of a list, walking all pages, for lists longer than one page."""
+    return [entry for page in await walk(stub, direction, user_id, page_size) for entry in page]
 
 
 async def ids(stub: Stub, direction: Direction, user_id: int, page_size: int = 0) -> list[int]:

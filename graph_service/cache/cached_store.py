@@ -20,10 +20,9 @@ FILL_PAGE = 1000
 class CachedEdgeStore:
     """Reads try Redis first; writes go to the store, then through to Redis."""
 
-    def __init__(self, store: EdgeStore, cache: GraphCache, *, list_limit: int) -> None:
+    def __init__(self, store: EdgeStore, cache: GraphCache) -> None:
         self._store = store
         self.cache = cache
-        self._list_limit = list_limit
         self._filling: set[tuple[Direction, int]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -72,7 +71,7 @@ class CachedEdgeStore:
         try:
             counts = (await self.get_counts([user_id]))[user_id]
             size = counts.followers if direction is Direction.FOLLOWERS else counts.following
-            if size > self._list_limit:
+            if size > self.cache.list_limit:
                 return
             await self.cache.fill_list(direction, user_id, seen, self._walk(direction, user_id))
         except Exception:

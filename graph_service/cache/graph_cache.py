@@ -56,6 +56,11 @@ class GraphCache:
         self.hits = 0
         self.misses = 0
 
+    @property
+    def list_limit(self) -> int:
+        """Lists longer than this are never cached whole."""
+        return self._list_limit
+
     # -- failure handling -------------------------------------------------------------------
 
     @property

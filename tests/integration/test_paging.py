@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
@@ -23,7 +23,7 @@ from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
 from graph_service.store.tables import table_specs
 from tests.conftest import ensure_tables, make_settings, running_server, stub_for
-from tests.graph_calls import Entry, list_page
+from tests.graph_calls import Entry, list_page, walk
 from tests.servers import eventually
 
 if TYPE_CHECKING:
@@ -83,25 +83,6 @@ async def follow_in_order(stub: Stub, pairs: Sequence[tuple[int, int]]) -> None:
     """Make the follows one after another, so list order is the order given (newest last)."""
     for a, b in pairs:
         await stub.Follow(pb.FollowRequest(follower_id=a, followee_id=b))
-
-
-async def walk(
-    stub: Stub,
-    direction: Direction,
-    user_id: int,
-    page_size: int,
-    between_pages: Callable[[], Awaitable[None]] | None = None,
-) -> list[list[Entry]]:
-    """All pages of a list, from the first to the one with an empty next_page_token."""
-    pages: list[list[Entry]] = []
-    token = ""
-    while True:
-        entries, token = await list_page(stub, direction, user_id, page_size, token)
-        pages.append(entries)
-        if not token:
-            return pages
-        if between_pages is not None:
-            await between_pages()
 
 
 def flat(pages: list[list[Entry]]) -> list[Entry]:
