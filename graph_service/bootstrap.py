@@ -10,6 +10,7 @@ from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
 from graph_service.store.dynamo_edge_store import DynamoEdgeStore
 from graph_service.store.edge_store import EdgeStore
+from graph_service.suggestions import Suggester
 
 __all__ = ["build_cache", "build_service", "build_store"]
 
@@ -21,14 +22,14 @@ def build_cache(settings: Settings) -> GraphCache | None:
     return GraphCache(redis, ttl_seconds=settings.cache_ttl_seconds, list_limit=settings.adjacency_cache_limit)
 
 
-def build_store(settings: Settings) -> EdgeStore:
+def build_store(settings: Settings) -> tuple[EdgeStore, GraphCache | None]:
     store: EdgeStore = DynamoEdgeStore(AsyncDynamo.build(settings), settings)
     cache = build_cache(settings)
     if cache is not None:
         store = CachedEdgeStore(store, cache)
-    return store
+    return store, cache
 
 
 def build_service(settings: Settings) -> tuple[GraphService, EdgeStore]:
-    store = build_store(settings)
-    return GraphService(store, settings), store
+    store, cache = build_store(settings)
+    return GraphService(store, settings, Suggester(store, cache, settings)), store

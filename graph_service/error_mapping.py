@@ -16,6 +16,7 @@ DOMAIN = "socialgraph.v1"
 _CODES = {
     Code.INVALID_ARGUMENT: code_pb2.INVALID_ARGUMENT,
     Code.FAILED_PRECONDITION: code_pb2.FAILED_PRECONDITION,
+    Code.NOT_FOUND: code_pb2.NOT_FOUND,
     Code.UNAVAILABLE: code_pb2.UNAVAILABLE,
 }
 

@@ -10,12 +10,16 @@ from enum import Enum
 
 __all__ = [
     "BatchTooLarge",
+    "Blocked",
     "Code",
     "DomainError",
+    "InvalidLimit",
     "InvalidPageSize",
     "InvalidPageToken",
     "InvalidUserId",
+    "RequestNotFound",
     "SelfFollow",
+    "SelfRelation",
     "Unavailable",
 ]
 
@@ -25,6 +29,7 @@ class Code(Enum):
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    NOT_FOUND = "NOT_FOUND"
     UNAVAILABLE = "UNAVAILABLE"
 
 
@@ -52,6 +57,48 @@ class SelfFollow(DomainError):
 
     def __init__(self, user_id: int) -> None:
         super().__init__("an account cannot follow itself", user_id=str(user_id))
+
+
+class SelfRelation(DomainError):
+    """Blocking, accepting or removing oneself: there is no such relationship."""
+
+    reason = "SELF_RELATION"
+
+    def __init__(self, user_id: int) -> None:
+        super().__init__("both accounts are the same", user_id=str(user_id))
+
+
+class Blocked(DomainError):
+    """One account blocks the other, so no follow or request can be made either way."""
+
+    code = Code.FAILED_PRECONDITION
+    reason = "BLOCKED"
+
+    def __init__(self, follower_id: int, followee_id: int) -> None:
+        super().__init__(
+            "one of the accounts blocks the other", follower_id=str(follower_id), followee_id=str(followee_id)
+        )
+
+
+class RequestNotFound(DomainError):
+    """Accepting a request that does not exist (and was not accepted before)."""
+
+    code = Code.NOT_FOUND
+    reason = "FOLLOW_REQUEST_NOT_FOUND"
+
+    def __init__(self, user_id: int, requester_id: int) -> None:
+        super().__init__(
+            "there is no pending follow request from requester_id",
+            user_id=str(user_id),
+            requester_id=str(requester_id),
+        )
+
+
+class InvalidLimit(DomainError):
+    reason = "INVALID_LIMIT"
+
+    def __init__(self, limit: int, maximum: int) -> None:
+        super().__init__(f"limit must be between 0 and {maximum}", limit=str(limit), maximum=str(maximum))
 
 
 class InvalidPageSize(DomainError):

@@ -11,8 +11,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
-from graph_service.models import Direction, Edge
-from graph_service.service import FollowState, GraphService
+from graph_service.models import Direction, Edge, FollowState
+from graph_service.service import GraphService
 
 __all__ = ["SocialGraphServicer"]
 
@@ -24,12 +24,12 @@ _STATES = {
 }
 
 
+def _timestamp(at_us: int) -> Timestamp:
+    return Timestamp(seconds=at_us // 1_000_000, nanos=(at_us % 1_000_000) * 1000)
+
+
 def _entries(edges: list[Edge]) -> list[pb.FollowEntry]:
-    out = []
-    for edge in edges:
-        at = Timestamp(seconds=edge.at_us // 1_000_000, nanos=(edge.at_us % 1_000_000) * 1000)
-        out.append(pb.FollowEntry(user_id=edge.user_id, followed_at=at))
-    return out
+    return [pb.FollowEntry(user_id=edge.user_id, followed_at=_timestamp(edge.at_us)) for edge in edges]
 
 
 class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
@@ -69,3 +69,81 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
         return pb.BatchGetCountsResponse(
             counts=[pb.UserCounts(user_id=u, followers_count=c.followers, following_count=c.following) for u, c in rows]
         )
+
+    async def GetRelationships(
+        self, request: pb.GetRelationshipsRequest, context: Context
+    ) -> pb.GetRelationshipsResponse:
+        rows = await self._service.get_relationships(request.actor_id, list(request.target_ids))
+        return pb.GetRelationshipsResponse(
+            relationships=[
+                pb.Relationship(
+                    target_id=target,
+                    following=r.following,
+                    followed_by=r.followed_by,
+                    requested=r.requested,
+                    requested_by=r.requested_by,
+                    blocking=r.blocking,
+                    blocked_by=r.blocked_by,
+                )
+                for target, r in rows
+            ]
+        )
+
+    async def ListKnownFollowers(
+        self, request: pb.ListKnownFollowersRequest, context: Context
+    ) -> pb.ListKnownFollowersResponse:
+        page = await self._service.list_known_followers(
+            request.viewer_id, request.user_id, request.page_size, request.page_token
+        )
+        return pb.ListKnownFollowersResponse(followers=_entries(page.entries), next_page_token=page.next_page_token)
+
+    async def ListMutualFollows(
+        self, request: pb.ListMutualFollowsRequest, context: Context
+    ) -> pb.ListMutualFollowsResponse:
+        page = await self._service.list_mutual_follows(request.user_id, request.page_size, request.page_token)
+        return pb.ListMutualFollowsResponse(
+            users=[pb.UserRef(user_id=e.user_id) for e in page.entries], next_page_token=page.next_page_token
+        )
+
+    async def SuggestFollows(self, request: pb.SuggestFollowsRequest, context: Context) -> pb.SuggestFollowsResponse:
+        found = await self._service.suggest_follows(request.user_id, request.limit)
+        return pb.SuggestFollowsResponse(
+            suggestions=[pb.Suggestion(user_id=s.user_id, score=s.score, mutual_count=s.mutual_count) for s in found]
+        )
+
+    async def SetPrivacy(self, request: pb.SetPrivacyRequest, context: Context) -> pb.SetPrivacyResponse:
+        await self._service.set_privacy(request.user_id, request.private)
+        return pb.SetPrivacyResponse()
+
+    async def ListFollowRequests(
+        self, request: pb.ListFollowRequestsRequest, context: Context
+    ) -> pb.ListFollowRequestsResponse:
+        page = await self._service.list_requests(request.user_id, request.page_size, request.page_token)
+        return pb.ListFollowRequestsResponse(
+            requests=[pb.FollowRequestEntry(user_id=e.user_id, requested_at=_timestamp(e.at_us)) for e in page.entries],
+            next_page_token=page.next_page_token,
+        )
+
+    async def AcceptFollowRequest(
+        self, request: pb.AcceptFollowRequestRequest, context: Context
+    ) -> pb.AcceptFollowRequestResponse:
+        await self._service.accept_request(request.user_id, request.requester_id)
+        return pb.AcceptFollowRequestResponse()
+
+    async def RejectFollowRequest(
+        self, request: pb.RejectFollowRequestRequest, context: Context
+    ) -> pb.RejectFollowRequestResponse:
+        await self._service.reject_request(request.user_id, request.requester_id)
+        return pb.RejectFollowRequestResponse()
+
+    async def Block(self, request: pb.BlockRequest, context: Context) -> pb.BlockResponse:
+        await self._service.block(request.blocker_id, request.blocked_id)
+        return pb.BlockResponse()
+
+    async def Unblock(self, request: pb.UnblockRequest, context: Context) -> pb.UnblockResponse:
+        await self._service.unblock(request.blocker_id, request.blocked_id)
+        return pb.UnblockResponse()
+
+    async def RemoveFollower(self, request: pb.RemoveFollowerRequest, context: Context) -> pb.RemoveFollowerResponse:
+        await self._service.remove_follower(request.user_id, request.follower_id)
+        return pb.RemoveFollowerResponse()

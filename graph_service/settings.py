@@ -56,6 +56,14 @@ class Settings:
     """Larger page sizes are clamped to this."""
     max_batch_size: int = 100
     """Most IDs accepted by batch RPCs."""
+    suggest_followee_sample: int = 200
+    """SuggestFollows looks at the user's most recent followees, at most this many."""
+    suggest_per_followee: int = 200
+    """... and at each of those followees' most recent followees, at most this many."""
+    suggest_cache_ttl_seconds: int = 300
+    """How long computed suggestions are kept (a follow change of the user drops them at once)."""
+    intersection_candidate_limit: int = 10_000
+    """ListKnownFollowers/ListMutualFollows load the viewer's followees into memory only below this."""
     page_token_secret: str = DEV_PAGE_TOKEN_SECRET
     """HMAC key of page tokens; set a real secret, shared by all replicas, in production."""
     dynamodb_max_workers: int = 32

@@ -24,7 +24,7 @@ from tests.conftest import running_server, stub_for
 Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]  # (follower_id, followee_id)
 Entry = tuple[int, int]  # (user_id, followed_at in microseconds)
-KEY = re.compile(r"^sg:\{(\d+)\}:(?:fs:(\d+)|(fl|fg|cnt|ep))(:fill:.*|:gone)?$")
+KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl):(\d+)|(fl|fg|cnt|ep|pv|sg))(:fill:.*|:gone)?$")
 
 
 # -- calls --------------------------------------------------------------------------------------
@@ -168,10 +168,19 @@ async def assert_cache_agrees(
         async for key in client.scan_iter(match="sg:*", count=1000):
             match = KEY.match(key)
             assert match, f"unexpected cache key {key}"
-            owner, followee, kind, suffix = match.groups()
+            owner, pair_kind, other, kind, suffix = match.groups()
             user = int(owner)
-            if kind == "ep" or (suffix or "").startswith(":fill:"):
+            if kind in ("ep", "pv", "sg") or (suffix or "").startswith(":fill:"):
+                continue  # privacy and suggestions are checked by the relationship tests
+            if pair_kind == "rl":  # these storms make edges only: the other four flags stay clear
+                value = await client.get(key)
+                if value is not None:
+                    flags = (user, int(other)) in edges, (int(other), user) in edges
+                    expected = "".join("1" if f else "0" for f in flags) + "0000"
+                    assert value == expected, f"{key} = {value}, DynamoDB says {expected}"
+                    checked += 1
                 continue
+            followee = other
             if suffix == ":gone":  # a removed member may never name an edge that exists
                 gone = set(await client.zrange(key, 0, -1))
                 assert not gone & positions(edges, kind, user), f"{key} holds a live edge"

@@ -8,7 +8,18 @@ from collections.abc import AsyncIterator, Sequence
 import structlog
 
 from graph_service.cache.graph_cache import GraphCache
-from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage, FollowResult
+from graph_service.models import (
+    BlockResult,
+    Counts,
+    Cursor,
+    Direction,
+    Edge,
+    EdgePage,
+    FollowResult,
+    FollowState,
+    Relationship,
+    Removal,
+)
 from graph_service.store.edge_store import EdgeStore
 
 __all__ = ["CachedEdgeStore"]
@@ -26,15 +37,74 @@ class CachedEdgeStore:
         self._filling: set[tuple[Direction, int]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def follow(self, follower_id: int, followee_id: int) -> FollowResult:
-        result = await self._store.follow(follower_id, followee_id)
-        await self.cache.write_edge(follower_id, followee_id, result.at_us, following=True)
+    async def follow(self, follower_id: int, followee_id: int, *, private: bool = False) -> FollowResult:
+        result = await self._store.follow(follower_id, followee_id, private=private)
+        if result.state is FollowState.FOLLOWING:
+            await self.cache.write_edge(follower_id, followee_id, result.at_us, following=True)
+        else:
+            await self.cache.touch_pair(follower_id, followee_id)
         return result
 
-    async def unfollow(self, follower_id: int, followee_id: int) -> int | None:
-        at = await self._store.unfollow(follower_id, followee_id)
-        await self.cache.write_edge(follower_id, followee_id, at, following=False)
-        return at
+    async def unfollow(self, follower_id: int, followee_id: int) -> Removal:
+        removal = await self._store.unfollow(follower_id, followee_id)
+        await self.cache.write_edge(follower_id, followee_id, removal.edge_at, following=False)
+        return removal
+
+    async def accept_request(self, user_id: int, requester_id: int) -> FollowResult | None:
+        result = await self._store.accept_request(user_id, requester_id)
+        if result is not None:
+            await self.cache.write_edge(requester_id, user_id, result.at_us, following=True)
+        return result
+
+    async def reject_request(self, user_id: int, requester_id: int) -> int | None:
+        requested_at = await self._store.reject_request(user_id, requester_id)
+        await self.cache.touch_pair(requester_id, user_id)
+        return requested_at
+
+    async def block(self, blocker_id: int, blocked_id: int) -> BlockResult:
+        result = await self._store.block(blocker_id, blocked_id)
+        for follower, followee, at in result.removed_edges:
+            await self.cache.write_edge(follower, followee, at, following=False)
+        await self.cache.touch_pair(blocker_id, blocked_id)
+        return result
+
+    async def unblock(self, blocker_id: int, blocked_id: int) -> bool:
+        lifted = await self._store.unblock(blocker_id, blocked_id)
+        await self.cache.touch_pair(blocker_id, blocked_id)
+        return lifted
+
+    async def relationships(self, actor_id: int, target_ids: Sequence[int]) -> dict[int, Relationship]:
+        wanted = list(dict.fromkeys(target_ids))
+        found, seen = await self.cache.read_relationships(actor_id, wanted)
+        missing = [t for t in wanted if t not in found]
+        if missing:
+            loaded = await self._store.relationships(actor_id, missing)
+            if seen is not None:
+                await self.cache.fill_relationships(actor_id, loaded, seen)
+            found.update(loaded)
+        return {t: found[t] for t in wanted}
+
+    async def is_private(self, user_id: int, *, consistent: bool = False) -> bool:
+        if consistent:
+            return await self._store.is_private(user_id, consistent=True)
+        cached = await self.cache.get_private(user_id)
+        if cached is not None:
+            return cached
+        seen = await self.cache.epoch(user_id)
+        private = await self._store.is_private(user_id)
+        if seen is not None:
+            await self.cache.fill_private(user_id, private, seen)
+        return private
+
+    async def set_private(self, user_id: int, private: bool) -> None:
+        await self._store.set_private(user_id, private)
+        await self.cache.drop_private(user_id)
+
+    async def list_requests(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        return await self._store.list_requests(user_id, limit, after)
+
+    async def find_edges(self, direction: Direction, user_id: int, others: Sequence[int]) -> dict[int, int]:
+        return await self._store.find_edges(direction, user_id, others)
 
     async def is_following(self, follower_id: int, followee_id: int) -> bool:
         cached = await self.cache.get_follow_state(follower_id, followee_id)

@@ -20,7 +20,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.redis_client import AnyRedis
-from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage
+from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
 
 __all__ = ["GraphCache"]
 
@@ -51,7 +51,8 @@ class GraphCache:
         self._fill = redis.register_script(scripts.FILL_IF_EPOCH)
         self._commit_list = redis.register_script(scripts.COMMIT_LIST_FILL)
         self._set_counts = redis.register_script(scripts.SET_COUNTS)
-        self._invalidate = redis.register_script(scripts.INVALIDATE)
+        self._drop = redis.register_script(scripts.DROP)
+        self._fill_many = redis.register_script(scripts.FILL_MANY_IF_EPOCH)
         self._repair = redis.register_script(scripts.REPAIR_EDGE)
         self.hits = 0
         self.misses = 0
@@ -126,16 +127,24 @@ class GraphCache:
             )
         )
 
-    async def _on_both_sides(
-        self, script: AsyncScript, follower_id: int, followee_id: int, args: Callable[[int], list[str | int]]
-    ) -> bool:
-        """Run an edge script in each user's slot: the follower's (its follow state and following
-        list) and the followee's (its followers list). ``args(other)`` builds the ARGV for the side
-        whose list holds ``other``. The followee side passes its epoch as the state key: no state."""
-        sides = [
+    @staticmethod
+    def _sides(follower_id: int, followee_id: int) -> list[tuple[int, str, Direction, int]]:
+        """Each user's slot of an edge: (owner, its follow-state key, the list holding the other,
+        the other). The followee's slot holds no state of the edge, so its state key is its epoch."""
+        return [
             (follower_id, keys.follow_state(follower_id, followee_id), Direction.FOLLOWING, followee_id),
             (followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id),
         ]
+
+    async def _in_both_slots(self, calls: list[Callable[[], Awaitable[object]]]) -> bool:
+        results = await asyncio.gather(*(self._try(call) for call in calls))
+        return all(ok for ok, _ in results)
+
+    async def _on_both_sides(
+        self, script: AsyncScript, follower_id: int, followee_id: int, args: Callable[[int], list[str | int]]
+    ) -> bool:
+        """Run an edge script (KEYS as ``scripts.WRITE_EDGE``) in each user's slot. ``args(other)``
+        builds the ARGV for the side whose list holds ``other``."""
 
         def call(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
             edge_keys = [
@@ -143,11 +152,15 @@ class GraphCache:
                 state_key,
                 keys.list_key(direction, owner),
                 keys.list_tombstones(direction, owner),
+                keys.relationship(owner, other),
+                keys.suggestions(owner),
             ]
             return lambda: script(keys=edge_keys, args=args(other))
 
-        results = await asyncio.gather(*(self._try(call(*side)) for side in sides))
-        return all(ok for ok, _ in results)
+        return await self._in_both_slots([call(*side) for side in self._sides(follower_id, followee_id)])
+
+    def _dropping(self, owner: int, *stale: str) -> Callable[[], Awaitable[object]]:
+        return lambda: self._drop(keys=[keys.epoch(owner), *stale])
 
     async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> None:
         """Write-through after a committed follow (``following``) or unfollow of the edge made at ``at_us``.
@@ -164,6 +177,15 @@ class GraphCache:
         if not await self._on_both_sides(self._write_edge, follower_id, followee_id, args):
             self._owe(follower_id, followee_id)
 
+    async def touch_pair(self, a: int, b: int) -> None:
+        """Write-through after a committed request or block change between ``a`` and ``b``."""
+        calls = [
+            self._dropping(a, keys.relationship(a, b), keys.suggestions(a)),
+            self._dropping(b, keys.relationship(b, a), keys.suggestions(b)),
+        ]
+        if not await self._in_both_slots(calls):
+            self._owe(a, b)
+
     async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
         """Delete any cached entry that disagrees with a committed change (run by the consumer)."""
         state = "1" if following else "0"
@@ -172,8 +194,76 @@ class GraphCache:
         )
 
     async def invalidate_edge(self, follower_id: int, followee_id: int) -> bool:
-        """Drop every entry an edge change may have made stale, in both users' slots."""
-        return await self._on_both_sides(self._invalidate, follower_id, followee_id, lambda other: [])
+        """Drop every entry a change between the two users may have made stale, in both slots
+        (tombstones are kept: they only ever stop a stale add)."""
+        calls = [
+            self._dropping(
+                owner,
+                state_key,
+                keys.list_key(direction, owner),
+                keys.relationship(owner, other),
+                keys.suggestions(owner),
+                keys.privacy(owner),
+            )
+            for owner, state_key, direction, other in self._sides(follower_id, followee_id)
+        ]
+        return await self._in_both_slots(calls)
+
+    # -- relationships, privacy, suggestions ----------------------------------------------
+
+    async def read_relationships(
+        self, actor_id: int, target_ids: Sequence[int]
+    ) -> tuple[dict[int, Relationship], str | None]:
+        """The cached entries (one round trip: all keys share the actor's slot) and the actor's
+        epoch to guard a fill of the rest (None: do not fill)."""
+        if not self.trusted or not target_ids:
+            return {}, None
+        ok, values = await self._try(
+            lambda: self._redis.mget([keys.epoch(actor_id), *(keys.relationship(actor_id, t) for t in target_ids)])
+        )
+        if not ok or values is None:
+            return {}, None
+        found = {t: Relationship.decode(str(v)) for t, v in zip(target_ids, values[1:], strict=True) if v}
+        self.hits += len(found)
+        self.misses += len(target_ids) - len(found)
+        return found, str(values[0] or "0")
+
+    async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None:
+        if not found:
+            return
+        rel_keys = [keys.relationship(actor_id, t) for t in found]
+        values = [r.encode() for r in found.values()]
+        await self._try(
+            lambda: self._fill_many(keys=[keys.epoch(actor_id), *rel_keys], args=[seen, self._ttl, *values])
+        )
+
+    async def get_private(self, user_id: int) -> bool | None:
+        if not self.trusted:
+            return None
+        ok, value = await self._try(lambda: self._redis.get(keys.privacy(user_id)))
+        return None if not ok or value is None else value == "1"
+
+    async def fill_private(self, user_id: int, private: bool, seen: str) -> None:
+        await self._try(
+            lambda: self._fill(keys=[keys.epoch(user_id), keys.privacy(user_id)], args=[seen, int(private), self._ttl])
+        )
+
+    async def drop_private(self, user_id: int) -> None:
+        """Write-through after a committed privacy change."""
+        ok, _ = await self._try(self._dropping(user_id, keys.privacy(user_id)))
+        if not ok:
+            self._owe(user_id, user_id)
+
+    async def get_suggestions(self, user_id: int) -> str | None:
+        if not self.trusted:
+            return None
+        ok, value = await self._try(lambda: self._redis.get(keys.suggestions(user_id)))
+        return str(value) if ok and value is not None else None
+
+    async def fill_suggestions(self, user_id: int, value: str, seen: str, ttl_seconds: int) -> None:
+        await self._try(
+            lambda: self._fill(keys=[keys.epoch(user_id), keys.suggestions(user_id)], args=[seen, value, ttl_seconds])
+        )
 
     # -- adjacency lists ----------------------------------------------------------------------
 

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from graph_service.models import Direction
 
-__all__ = ["counts", "epoch", "follow_state", "list_key", "list_tmp", "list_tombstones"]
+__all__ = [
+    "counts",
+    "epoch",
+    "follow_state",
+    "list_key",
+    "list_tmp",
+    "list_tombstones",
+    "privacy",
+    "relationship",
+    "suggestions",
+]
 
 PREFIX = "sg"
 
@@ -39,3 +49,18 @@ def list_tmp(direction: Direction, user_id: int, token: str) -> str:
 def counts(user_id: int) -> str:
     """Hash of ``fl`` (followers), ``fg`` (following) and ``v`` (counter version)."""
     return f"{PREFIX}:{{{user_id}}}:cnt"
+
+
+def relationship(actor_id: int, target_id: int) -> str:
+    """Six '0'/'1' flags: how the actor relates to the target (``Relationship.encode``)."""
+    return f"{PREFIX}:{{{actor_id}}}:rl:{target_id}"
+
+
+def privacy(user_id: int) -> str:
+    """'1' if the account is private, '0' if public."""
+    return f"{PREFIX}:{{{user_id}}}:pv"
+
+
+def suggestions(user_id: int) -> str:
+    """The user's ranked follow suggestions (JSON), kept for a short TTL."""
+    return f"{PREFIX}:{{{user_id}}}:sg"

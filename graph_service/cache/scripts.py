@@ -3,10 +3,19 @@ which is what makes a fill that raced a write refuse itself."""
 
 from __future__ import annotations
 
-__all__ = ["COMMIT_LIST_FILL", "FILL_IF_EPOCH", "INVALIDATE", "REPAIR_EDGE", "SET_COUNTS", "WRITE_EDGE"]
+__all__ = [
+    "COMMIT_LIST_FILL",
+    "DROP",
+    "FILL_IF_EPOCH",
+    "FILL_MANY_IF_EPOCH",
+    "REPAIR_EDGE",
+    "SET_COUNTS",
+    "WRITE_EDGE",
+]
 
 # After a committed follow or unfollow, in one user's slot.
-# KEYS: epoch, follow-state key (or the epoch again), list key, the list's tombstones
+# KEYS: epoch, follow-state key (or the epoch again), list key, the list's tombstones,
+#       the relationship entry of the pair, the user's suggestions
 # ARGV: add ('1') or remove ('0'), member ('' when there is none), list limit, now (ms), tombstone life (ms)
 #
 # The follow state is deleted, not set: two writes of one edge may reach Redis in another order
@@ -16,6 +25,7 @@ __all__ = ["COMMIT_LIST_FILL", "FILL_IF_EPOCH", "INVALIDATE", "REPAIR_EDGE", "SE
 WRITE_EDGE = """
 redis.call('INCR', KEYS[1])
 if KEYS[2] ~= KEYS[1] then redis.call('DEL', KEYS[2]) end
+redis.call('DEL', KEYS[5], KEYS[6])
 if ARGV[2] == '' then return 1 end
 local now = tonumber(ARGV[4])
 if ARGV[1] == '0' then
@@ -63,21 +73,30 @@ redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
-# Drops what an edge change may have made stale; anything filled from a read that began earlier
-# is refused. KEYS as WRITE_EDGE (tombstones are kept: they only ever stop a stale add).
-INVALIDATE = """
+# KEYS: epoch, key...  ARGV: epoch seen before the store read, ttl, value...  (one value per key)
+FILL_MANY_IF_EPOCH = """
+local now = redis.call('GET', KEYS[1]) or '0'
+if now ~= ARGV[1] then return 0 end
+for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ARGV[2]) end
+return 1
+"""
+
+# Drops entries a committed change may have made stale; anything filled from a read that began
+# earlier is refused. KEYS: the epoch, then the keys to delete (a key equal to the epoch is kept).
+DROP = """
 redis.call('INCR', KEYS[1])
-if KEYS[2] ~= KEYS[1] then redis.call('DEL', KEYS[2]) end
-redis.call('DEL', KEYS[3])
+for i = 2, #KEYS do
+  if KEYS[i] ~= KEYS[1] then redis.call('DEL', KEYS[i]) end
+end
 return 1
 """
 
 # Run by the counters consumer for each edge record it sees, in each user's slot.
-# KEYS: epoch, follow-state key (or the epoch again), list, the list's tombstones.
-# ARGV: '1' made / '0' removed, member.
-# It only ever deletes what disagrees with the record, so a late record cannot make anything stale.
+# KEYS as WRITE_EDGE.  ARGV: '1' made / '0' removed, member.
+# It only ever deletes, so a late record cannot make anything stale.
 REPAIR_EDGE = """
 redis.call('INCR', KEYS[1])
+redis.call('DEL', KEYS[5], KEYS[6])
 if KEYS[2] ~= KEYS[1] then
   local state = redis.call('GET', KEYS[2])
   if state and state ~= ARGV[1] then redis.call('DEL', KEYS[2]) end

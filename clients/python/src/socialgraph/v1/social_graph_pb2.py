@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!socialgraph/v1/social_graph.proto\x12\x0esocialgraph.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n\rFollowRequest\x12\x13\n\x0b\x66ollower_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x02 \x01(\x04\"<\n\x0e\x46ollowResponse\x12*\n\x05state\x18\x01 \x01(\x0e\x32\x1b.socialgraph.v1.FollowState\";\n\x0fUnfollowRequest\x12\x13\n\x0b\x66ollower_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x02 \x01(\x04\"\x12\n\x10UnfollowResponse\">\n\x12IsFollowingRequest\x12\x13\n\x0b\x66ollower_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x02 \x01(\x04\"(\n\x13IsFollowingResponse\x12\x11\n\tfollowing\x18\x01 \x01(\x08\"O\n\x0b\x46ollowEntry\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12/\n\x0b\x66ollowed_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"N\n\x14ListFollowersRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x15ListFollowersResponse\x12.\n\tfollowers\x18\x01 \x03(\x0b\x32\x1b.socialgraph.v1.FollowEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"N\n\x14ListFollowingRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x15ListFollowingResponse\x12.\n\tfollowing\x18\x01 \x03(\x0b\x32\x1b.socialgraph.v1.FollowEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x10GetCountsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\"E\n\x11GetCountsResponse\x12\x17\n\x0f\x66ollowers_count\x18\x01 \x01(\x04\x12\x17\n\x0f\x66ollowing_count\x18\x02 \x01(\x04\")\n\x15\x42\x61tchGetCountsRequest\x12\x10\n\x08user_ids\x18\x01 \x03(\x04\"O\n\nUserCounts\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x17\n\x0f\x66ollowers_count\x18\x02 \x01(\x04\x12\x17\n\x0f\x66ollowing_count\x18\x03 \x01(\x04\"D\n\x16\x42\x61tchGetCountsResponse\x12*\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x1a.socialgraph.v1.UserCounts*c\n\x0b\x46ollowState\x12\x1c\n\x18\x46OLLOW_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x46OLLOW_STATE_FOLLOWING\x10\x01\x12\x1a\n\x16\x46OLLOW_STATE_REQUESTED\x10\x02\x32\xf3\x04\n\x12SocialGraphService\x12G\n\x06\x46ollow\x12\x1d.socialgraph.v1.FollowRequest\x1a\x1e.socialgraph.v1.FollowResponse\x12M\n\x08Unfollow\x12\x1f.socialgraph.v1.UnfollowRequest\x1a .socialgraph.v1.UnfollowResponse\x12V\n\x0bIsFollowing\x12\".socialgraph.v1.IsFollowingRequest\x1a#.socialgraph.v1.IsFollowingResponse\x12\\\n\rListFollowers\x12$.socialgraph.v1.ListFollowersRequest\x1a%.socialgraph.v1.ListFollowersResponse\x12\\\n\rListFollowing\x12$.socialgraph.v1.ListFollowingRequest\x1a%.socialgraph.v1.ListFollowingResponse\x12P\n\tGetCounts\x12 .socialgraph.v1.GetCountsRequest\x1a!.socialgraph.v1.GetCountsResponse\x12_\n\x0e\x42\x61tchGetCounts\x12%.socialgraph.v1.BatchGetCountsRequest\x1a&.socialgraph.v1.BatchGetCountsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!socialgraph/v1/social_graph.proto\x12\x0esocialgraph.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n\rFollowRequest\x12\x13\n\x0b\x66ollower_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x02 \x01(\x04\"<\n\x0e\x46ollowResponse\x12*\n\x05state\x18\x01 \x01(\x0e\x32\x1b.socialgraph.v1.FollowState\";\n\x0fUnfollowRequest\x12\x13\n\x0b\x66ollower_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x02 \x01(\x04\"\x12\n\x10UnfollowResponse\">\n\x12IsFollowingRequest\x12\x13\n\x0b\x66ollower_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x02 \x01(\x04\"(\n\x13IsFollowingResponse\x12\x11\n\tfollowing\x18\x01 \x01(\x08\"O\n\x0b\x46ollowEntry\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12/\n\x0b\x66ollowed_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"N\n\x14ListFollowersRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x15ListFollowersResponse\x12.\n\tfollowers\x18\x01 \x03(\x0b\x32\x1b.socialgraph.v1.FollowEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"N\n\x14ListFollowingRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x15ListFollowingResponse\x12.\n\tfollowing\x18\x01 \x03(\x0b\x32\x1b.socialgraph.v1.FollowEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x10GetCountsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\"E\n\x11GetCountsResponse\x12\x17\n\x0f\x66ollowers_count\x18\x01 \x01(\x04\x12\x17\n\x0f\x66ollowing_count\x18\x02 \x01(\x04\")\n\x15\x42\x61tchGetCountsRequest\x12\x10\n\x08user_ids\x18\x01 \x03(\x04\"O\n\nUserCounts\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x17\n\x0f\x66ollowers_count\x18\x02 \x01(\x04\x12\x17\n\x0f\x66ollowing_count\x18\x03 \x01(\x04\"D\n\x16\x42\x61tchGetCountsResponse\x12*\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x1a.socialgraph.v1.UserCounts\"?\n\x17GetRelationshipsRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\x04\x12\x12\n\ntarget_ids\x18\x02 \x03(\x04\"\x98\x01\n\x0cRelationship\x12\x11\n\ttarget_id\x18\x01 \x01(\x04\x12\x11\n\tfollowing\x18\x02 \x01(\x08\x12\x13\n\x0b\x66ollowed_by\x18\x03 \x01(\x08\x12\x11\n\trequested\x18\x04 \x01(\x08\x12\x14\n\x0crequested_by\x18\x05 \x01(\x08\x12\x10\n\x08\x62locking\x18\x06 \x01(\x08\x12\x12\n\nblocked_by\x18\x07 \x01(\x08\"O\n\x18GetRelationshipsResponse\x12\x33\n\rrelationships\x18\x01 \x03(\x0b\x32\x1c.socialgraph.v1.Relationship\"f\n\x19ListKnownFollowersRequest\x12\x11\n\tviewer_id\x18\x01 \x01(\x04\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"e\n\x1aListKnownFollowersResponse\x12.\n\tfollowers\x18\x01 \x03(\x0b\x32\x1b.socialgraph.v1.FollowEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"R\n\x18ListMutualFollowsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\x1a\n\x07UserRef\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\"\\\n\x19ListMutualFollowsResponse\x12&\n\x05users\x18\x01 \x03(\x0b\x32\x17.socialgraph.v1.UserRef\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"7\n\x15SuggestFollowsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\r\n\x05limit\x18\x02 \x01(\x05\"B\n\nSuggestion\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x14\n\x0cmutual_count\x18\x03 \x01(\r\"I\n\x16SuggestFollowsResponse\x12/\n\x0bsuggestions\x18\x01 \x03(\x0b\x32\x1a.socialgraph.v1.Suggestion\"5\n\x11SetPrivacyRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x0f\n\x07private\x18\x02 \x01(\x08\"\x14\n\x12SetPrivacyResponse\"S\n\x19ListFollowRequestsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x12\x46ollowRequestEntry\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x30\n\x0crequested_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"k\n\x1aListFollowRequestsResponse\x12\x34\n\x08requests\x18\x01 \x03(\x0b\x32\".socialgraph.v1.FollowRequestEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"C\n\x1a\x41\x63\x63\x65ptFollowRequestRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x14\n\x0crequester_id\x18\x02 \x01(\x04\"\x1d\n\x1b\x41\x63\x63\x65ptFollowRequestResponse\"C\n\x1aRejectFollowRequestRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x14\n\x0crequester_id\x18\x02 \x01(\x04\"\x1d\n\x1bRejectFollowRequestResponse\"6\n\x0c\x42lockRequest\x12\x12\n\nblocker_id\x18\x01 \x01(\x04\x12\x12\n\nblocked_id\x18\x02 \x01(\x04\"\x0f\n\rBlockResponse\"8\n\x0eUnblockRequest\x12\x12\n\nblocker_id\x18\x01 \x01(\x04\x12\x12\n\nblocked_id\x18\x02 \x01(\x04\"\x11\n\x0fUnblockResponse\"=\n\x15RemoveFollowerRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ollower_id\x18\x02 \x01(\x04\"\x18\n\x16RemoveFollowerResponse*c\n\x0b\x46ollowState\x12\x1c\n\x18\x46OLLOW_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x46OLLOW_STATE_FOLLOWING\x10\x01\x12\x1a\n\x16\x46OLLOW_STATE_REQUESTED\x10\x02\x32\xa7\r\n\x12SocialGraphService\x12G\n\x06\x46ollow\x12\x1d.socialgraph.v1.FollowRequest\x1a\x1e.socialgraph.v1.FollowResponse\x12M\n\x08Unfollow\x12\x1f.socialgraph.v1.UnfollowRequest\x1a .socialgraph.v1.UnfollowResponse\x12V\n\x0bIsFollowing\x12\".socialgraph.v1.IsFollowingRequest\x1a#.socialgraph.v1.IsFollowingResponse\x12\\\n\rListFollowers\x12$.socialgraph.v1.ListFollowersRequest\x1a%.socialgraph.v1.ListFollowersResponse\x12\\\n\rListFollowing\x12$.socialgraph.v1.ListFollowingRequest\x1a%.socialgraph.v1.ListFollowingResponse\x12P\n\tGetCounts\x12 .socialgraph.v1.GetCountsRequest\x1a!.socialgraph.v1.GetCountsResponse\x12_\n\x0e\x42\x61tchGetCounts\x12%.socialgraph.v1.BatchGetCountsRequest\x1a&.socialgraph.v1.BatchGetCountsResponse\x12\x65\n\x10GetRelationships\x12\'.socialgraph.v1.GetRelationshipsRequest\x1a(.socialgraph.v1.GetRelationshipsResponse\x12k\n\x12ListKnownFollowers\x12).socialgraph.v1.ListKnownFollowersRequest\x1a*.socialgraph.v1.ListKnownFollowersResponse\x12h\n\x11ListMutualFollows\x12(.socialgraph.v1.ListMutualFollowsRequest\x1a).socialgraph.v1.ListMutualFollowsResponse\x12_\n\x0eSuggestFollows\x12%.socialgraph.v1.SuggestFollowsRequest\x1a&.socialgraph.v1.SuggestFollowsResponse\x12S\n\nSetPrivacy\x12!.socialgraph.v1.SetPrivacyRequest\x1a\".socialgraph.v1.SetPrivacyResponse\x12k\n\x12ListFollowRequests\x12).socialgraph.v1.ListFollowRequestsRequest\x1a*.socialgraph.v1.ListFollowRequestsResponse\x12n\n\x13\x41\x63\x63\x65ptFollowRequest\x12*.socialgraph.v1.AcceptFollowRequestRequest\x1a+.socialgraph.v1.AcceptFollowRequestResponse\x12n\n\x13RejectFollowRequest\x12*.socialgraph.v1.RejectFollowRequestRequest\x1a+.socialgraph.v1.RejectFollowRequestResponse\x12\x44\n\x05\x42lock\x12\x1c.socialgraph.v1.BlockRequest\x1a\x1d.socialgraph.v1.BlockResponse\x12J\n\x07Unblock\x12\x1e.socialgraph.v1.UnblockRequest\x1a\x1f.socialgraph.v1.UnblockResponse\x12_\n\x0eRemoveFollower\x12%.socialgraph.v1.RemoveFollowerRequest\x1a&.socialgraph.v1.RemoveFollowerResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'socialgraph.v1.social_graph_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FOLLOWSTATE']._serialized_start=1133
-  _globals['_FOLLOWSTATE']._serialized_end=1232
+  _globals['_FOLLOWSTATE']._serialized_start=2846
+  _globals['_FOLLOWSTATE']._serialized_end=2945
   _globals['_FOLLOWREQUEST']._serialized_start=86
   _globals['_FOLLOWREQUEST']._serialized_end=143
   _globals['_FOLLOWRESPONSE']._serialized_start=145
@@ -66,6 +66,58 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USERCOUNTS']._serialized_end=1061
   _globals['_BATCHGETCOUNTSRESPONSE']._serialized_start=1063
   _globals['_BATCHGETCOUNTSRESPONSE']._serialized_end=1131
-  _globals['_SOCIALGRAPHSERVICE']._serialized_start=1235
-  _globals['_SOCIALGRAPHSERVICE']._serialized_end=1862
+  _globals['_GETRELATIONSHIPSREQUEST']._serialized_start=1133
+  _globals['_GETRELATIONSHIPSREQUEST']._serialized_end=1196
+  _globals['_RELATIONSHIP']._serialized_start=1199
+  _globals['_RELATIONSHIP']._serialized_end=1351
+  _globals['_GETRELATIONSHIPSRESPONSE']._serialized_start=1353
+  _globals['_GETRELATIONSHIPSRESPONSE']._serialized_end=1432
+  _globals['_LISTKNOWNFOLLOWERSREQUEST']._serialized_start=1434
+  _globals['_LISTKNOWNFOLLOWERSREQUEST']._serialized_end=1536
+  _globals['_LISTKNOWNFOLLOWERSRESPONSE']._serialized_start=1538
+  _globals['_LISTKNOWNFOLLOWERSRESPONSE']._serialized_end=1639
+  _globals['_LISTMUTUALFOLLOWSREQUEST']._serialized_start=1641
+  _globals['_LISTMUTUALFOLLOWSREQUEST']._serialized_end=1723
+  _globals['_USERREF']._serialized_start=1725
+  _globals['_USERREF']._serialized_end=1751
+  _globals['_LISTMUTUALFOLLOWSRESPONSE']._serialized_start=1753
+  _globals['_LISTMUTUALFOLLOWSRESPONSE']._serialized_end=1845
+  _globals['_SUGGESTFOLLOWSREQUEST']._serialized_start=1847
+  _globals['_SUGGESTFOLLOWSREQUEST']._serialized_end=1902
+  _globals['_SUGGESTION']._serialized_start=1904
+  _globals['_SUGGESTION']._serialized_end=1970
+  _globals['_SUGGESTFOLLOWSRESPONSE']._serialized_start=1972
+  _globals['_SUGGESTFOLLOWSRESPONSE']._serialized_end=2045
+  _globals['_SETPRIVACYREQUEST']._serialized_start=2047
+  _globals['_SETPRIVACYREQUEST']._serialized_end=2100
+  _globals['_SETPRIVACYRESPONSE']._serialized_start=2102
+  _globals['_SETPRIVACYRESPONSE']._serialized_end=2122
+  _globals['_LISTFOLLOWREQUESTSREQUEST']._serialized_start=2124
+  _globals['_LISTFOLLOWREQUESTSREQUEST']._serialized_end=2207
+  _globals['_FOLLOWREQUESTENTRY']._serialized_start=2209
+  _globals['_FOLLOWREQUESTENTRY']._serialized_end=2296
+  _globals['_LISTFOLLOWREQUESTSRESPONSE']._serialized_start=2298
+  _globals['_LISTFOLLOWREQUESTSRESPONSE']._serialized_end=2405
+  _globals['_ACCEPTFOLLOWREQUESTREQUEST']._serialized_start=2407
+  _globals['_ACCEPTFOLLOWREQUESTREQUEST']._serialized_end=2474
+  _globals['_ACCEPTFOLLOWREQUESTRESPONSE']._serialized_start=2476
+  _globals['_ACCEPTFOLLOWREQUESTRESPONSE']._serialized_end=2505
+  _globals['_REJECTFOLLOWREQUESTREQUEST']._serialized_start=2507
+  _globals['_REJECTFOLLOWREQUESTREQUEST']._serialized_end=2574
+  _globals['_REJECTFOLLOWREQUESTRESPONSE']._serialized_start=2576
+  _globals['_REJECTFOLLOWREQUESTRESPONSE']._serialized_end=2605
+  _globals['_BLOCKREQUEST']._serialized_start=2607
+  _globals['_BLOCKREQUEST']._serialized_end=2661
+  _globals['_BLOCKRESPONSE']._serialized_start=2663
+  _globals['_BLOCKRESPONSE']._serialized_end=2678
+  _globals['_UNBLOCKREQUEST']._serialized_start=2680
+  _globals['_UNBLOCKREQUEST']._serialized_end=2736
+  _globals['_UNBLOCKRESPONSE']._serialized_start=2738
+  _globals['_UNBLOCKRESPONSE']._serialized_end=2755
+  _globals['_REMOVEFOLLOWERREQUEST']._serialized_start=2757
+  _globals['_REMOVEFOLLOWERREQUEST']._serialized_end=2818
+  _globals['_REMOVEFOLLOWERRESPONSE']._serialized_start=2820
+  _globals['_REMOVEFOLLOWERRESPONSE']._serialized_end=2844
+  _globals['_SOCIALGRAPHSERVICE']._serialized_start=2948
+  _globals['_SOCIALGRAPHSERVICE']._serialized_end=4651
 # @@protoc_insertion_point(module_scope)

@@ -452,3 +452,667 @@ class BatchGetCountsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BatchGetCountsResponse: _TypeAlias = BatchGetCountsResponse  # noqa: Y015
+
+@_typing.final
+class GetRelationshipsRequest(_message.Message):
+    """Request for GetRelationships."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTOR_ID_FIELD_NUMBER: _builtins.int
+    TARGET_IDS_FIELD_NUMBER: _builtins.int
+    actor_id: _builtins.int
+    """The account whose view is asked for. Required, > 0."""
+    @_builtins.property
+    def target_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Between 0 and 100 IDs, each > 0. Duplicates are answered once each."""
+
+    def __init__(
+        self,
+        *,
+        actor_id: _builtins.int = ...,
+        target_ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor_id", b"actor_id", "target_ids", b"target_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRelationshipsRequest: _TypeAlias = GetRelationshipsRequest  # noqa: Y015
+
+@_typing.final
+class Relationship(_message.Message):
+    """How the actor and one target relate. All false for the actor itself."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_ID_FIELD_NUMBER: _builtins.int
+    FOLLOWING_FIELD_NUMBER: _builtins.int
+    FOLLOWED_BY_FIELD_NUMBER: _builtins.int
+    REQUESTED_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    BLOCKING_FIELD_NUMBER: _builtins.int
+    BLOCKED_BY_FIELD_NUMBER: _builtins.int
+    target_id: _builtins.int
+    """The target."""
+    following: _builtins.bool
+    """The actor follows the target."""
+    followed_by: _builtins.bool
+    """The target follows the actor."""
+    requested: _builtins.bool
+    """The actor has a pending request to follow the target."""
+    requested_by: _builtins.bool
+    """The target has a pending request to follow the actor."""
+    blocking: _builtins.bool
+    """The actor blocks the target."""
+    blocked_by: _builtins.bool
+    """The target blocks the actor."""
+    def __init__(
+        self,
+        *,
+        target_id: _builtins.int = ...,
+        following: _builtins.bool = ...,
+        followed_by: _builtins.bool = ...,
+        requested: _builtins.bool = ...,
+        requested_by: _builtins.bool = ...,
+        blocking: _builtins.bool = ...,
+        blocked_by: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocked_by", b"blocked_by", "blocking", b"blocking", "followed_by", b"followed_by", "following", b"following", "requested", b"requested", "requested_by", b"requested_by", "target_id", b"target_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Relationship: _TypeAlias = Relationship  # noqa: Y015
+
+@_typing.final
+class GetRelationshipsResponse(_message.Message):
+    """Response for GetRelationships."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELATIONSHIPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def relationships(self) -> _containers.RepeatedCompositeFieldContainer[Global___Relationship]:
+        """One entry per requested target, in request order."""
+
+    def __init__(
+        self,
+        *,
+        relationships: _abc.Iterable[Global___Relationship] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["relationships", b"relationships"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRelationshipsResponse: _TypeAlias = GetRelationshipsResponse  # noqa: Y015
+
+@_typing.final
+class ListKnownFollowersRequest(_message.Message):
+    """Request for ListKnownFollowers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VIEWER_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    viewer_id: _builtins.int
+    """The account looking. Required, > 0."""
+    user_id: _builtins.int
+    """Whose followers to list. Required, > 0."""
+    page_size: _builtins.int
+    """0 means the default (50); larger than 1000 is clamped; negative is invalid."""
+    page_token: _builtins.str
+    """A next_page_token from a previous call with the same viewer_id and user_id."""
+    def __init__(
+        self,
+        *,
+        viewer_id: _builtins.int = ...,
+        user_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "user_id", b"user_id", "viewer_id", b"viewer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKnownFollowersRequest: _TypeAlias = ListKnownFollowersRequest  # noqa: Y015
+
+@_typing.final
+class ListKnownFollowersResponse(_message.Message):
+    """Response for ListKnownFollowers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FOLLOWERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def followers(self) -> _containers.RepeatedCompositeFieldContainer[Global___FollowEntry]:
+        """Newest first by followed_at (when they followed user_id)."""
+
+    def __init__(
+        self,
+        *,
+        followers: _abc.Iterable[Global___FollowEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["followers", b"followers", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKnownFollowersResponse: _TypeAlias = ListKnownFollowersResponse  # noqa: Y015
+
+@_typing.final
+class ListMutualFollowsRequest(_message.Message):
+    """Request for ListMutualFollows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    page_size: _builtins.int
+    """0 means the default (50); larger than 1000 is clamped; negative is invalid."""
+    page_token: _builtins.str
+    """A next_page_token from a previous call with the same user_id."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMutualFollowsRequest: _TypeAlias = ListMutualFollowsRequest  # noqa: Y015
+
+@_typing.final
+class UserRef(_message.Message):
+    """One account in a list without timestamps."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The account."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserRef: _TypeAlias = UserRef  # noqa: Y015
+
+@_typing.final
+class ListMutualFollowsResponse(_message.Message):
+    """Response for ListMutualFollows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___UserRef]:
+        """Newest first by when they followed user_id."""
+
+    def __init__(
+        self,
+        *,
+        users: _abc.Iterable[Global___UserRef] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMutualFollowsResponse: _TypeAlias = ListMutualFollowsResponse  # noqa: Y015
+
+@_typing.final
+class SuggestFollowsRequest(_message.Message):
+    """Request for SuggestFollows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    limit: _builtins.int
+    """How many suggestions at most: 0 means the default (20); 1 to 100."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SuggestFollowsRequest: _TypeAlias = SuggestFollowsRequest  # noqa: Y015
+
+@_typing.final
+class Suggestion(_message.Message):
+    """One suggested account."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    MUTUAL_COUNT_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The suggested account."""
+    score: _builtins.float
+    """mutual_count divided by the number of followees looked at, in (0, 1]."""
+    mutual_count: _builtins.int
+    """How many of the looked-at followees of user_id follow this account."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        score: _builtins.float = ...,
+        mutual_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mutual_count", b"mutual_count", "score", b"score", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Suggestion: _TypeAlias = Suggestion  # noqa: Y015
+
+@_typing.final
+class SuggestFollowsResponse(_message.Message):
+    """Response for SuggestFollows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUGGESTIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def suggestions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Suggestion]:
+        """Highest mutual_count first; ties by ascending user_id."""
+
+    def __init__(
+        self,
+        *,
+        suggestions: _abc.Iterable[Global___Suggestion] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["suggestions", b"suggestions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SuggestFollowsResponse: _TypeAlias = SuggestFollowsResponse  # noqa: Y015
+
+@_typing.final
+class SetPrivacyRequest(_message.Message):
+    """Request for SetPrivacy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PRIVATE_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    private: _builtins.bool
+    """True: follows become requests. False: pending requests are accepted."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        private: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["private", b"private", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetPrivacyRequest: _TypeAlias = SetPrivacyRequest  # noqa: Y015
+
+@_typing.final
+class SetPrivacyResponse(_message.Message):
+    """Response for SetPrivacy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetPrivacyResponse: _TypeAlias = SetPrivacyResponse  # noqa: Y015
+
+@_typing.final
+class ListFollowRequestsRequest(_message.Message):
+    """Request for ListFollowRequests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Whose incoming requests to list. Required, > 0."""
+    page_size: _builtins.int
+    """0 means the default (50); larger than 1000 is clamped; negative is invalid."""
+    page_token: _builtins.str
+    """A next_page_token from a previous call with the same user_id."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFollowRequestsRequest: _TypeAlias = ListFollowRequestsRequest  # noqa: Y015
+
+@_typing.final
+class FollowRequestEntry(_message.Message):
+    """One pending follow request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The account asking to follow."""
+    @_builtins.property
+    def requested_at(self) -> _timestamp_pb2.Timestamp:
+        """When it asked."""
+
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        requested_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["requested_at", b"requested_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requested_at", b"requested_at", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FollowRequestEntry: _TypeAlias = FollowRequestEntry  # noqa: Y015
+
+@_typing.final
+class ListFollowRequestsResponse(_message.Message):
+    """Response for ListFollowRequests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___FollowRequestEntry]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___FollowRequestEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFollowRequestsResponse: _TypeAlias = ListFollowRequestsResponse  # noqa: Y015
+
+@_typing.final
+class AcceptFollowRequestRequest(_message.Message):
+    """Request for AcceptFollowRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    REQUESTER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The account that was asked. Required, > 0."""
+    requester_id: _builtins.int
+    """The account that asked. Required, > 0, != user_id."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        requester_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requester_id", b"requester_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcceptFollowRequestRequest: _TypeAlias = AcceptFollowRequestRequest  # noqa: Y015
+
+@_typing.final
+class AcceptFollowRequestResponse(_message.Message):
+    """Response for AcceptFollowRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcceptFollowRequestResponse: _TypeAlias = AcceptFollowRequestResponse  # noqa: Y015
+
+@_typing.final
+class RejectFollowRequestRequest(_message.Message):
+    """Request for RejectFollowRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    REQUESTER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The account that was asked. Required, > 0."""
+    requester_id: _builtins.int
+    """The account that asked. Required, > 0, != user_id."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        requester_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requester_id", b"requester_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RejectFollowRequestRequest: _TypeAlias = RejectFollowRequestRequest  # noqa: Y015
+
+@_typing.final
+class RejectFollowRequestResponse(_message.Message):
+    """Response for RejectFollowRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RejectFollowRequestResponse: _TypeAlias = RejectFollowRequestResponse  # noqa: Y015
+
+@_typing.final
+class BlockRequest(_message.Message):
+    """Request for Block."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BLOCKER_ID_FIELD_NUMBER: _builtins.int
+    BLOCKED_ID_FIELD_NUMBER: _builtins.int
+    blocker_id: _builtins.int
+    """Required, > 0."""
+    blocked_id: _builtins.int
+    """Required, > 0, != blocker_id."""
+    def __init__(
+        self,
+        *,
+        blocker_id: _builtins.int = ...,
+        blocked_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocked_id", b"blocked_id", "blocker_id", b"blocker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BlockRequest: _TypeAlias = BlockRequest  # noqa: Y015
+
+@_typing.final
+class BlockResponse(_message.Message):
+    """Response for Block."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BlockResponse: _TypeAlias = BlockResponse  # noqa: Y015
+
+@_typing.final
+class UnblockRequest(_message.Message):
+    """Request for Unblock."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BLOCKER_ID_FIELD_NUMBER: _builtins.int
+    BLOCKED_ID_FIELD_NUMBER: _builtins.int
+    blocker_id: _builtins.int
+    """Required, > 0."""
+    blocked_id: _builtins.int
+    """Required, > 0, != blocker_id."""
+    def __init__(
+        self,
+        *,
+        blocker_id: _builtins.int = ...,
+        blocked_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocked_id", b"blocked_id", "blocker_id", b"blocker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnblockRequest: _TypeAlias = UnblockRequest  # noqa: Y015
+
+@_typing.final
+class UnblockResponse(_message.Message):
+    """Response for Unblock."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnblockResponse: _TypeAlias = UnblockResponse  # noqa: Y015
+
+@_typing.final
+class RemoveFollowerRequest(_message.Message):
+    """Request for RemoveFollower."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    FOLLOWER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The account being followed. Required, > 0."""
+    follower_id: _builtins.int
+    """The follower to drop. Required, > 0, != user_id."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        follower_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["follower_id", b"follower_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveFollowerRequest: _TypeAlias = RemoveFollowerRequest  # noqa: Y015
+
+@_typing.final
+class RemoveFollowerResponse(_message.Message):
+    """Response for RemoveFollower."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveFollowerResponse: _TypeAlias = RemoveFollowerResponse  # noqa: Y015

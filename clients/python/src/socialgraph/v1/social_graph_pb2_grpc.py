@@ -76,6 +76,61 @@ class SocialGraphServiceStub:
                 request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.BatchGetCountsRequest.SerializeToString,
                 response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.BatchGetCountsResponse.FromString,
                 _registered_method=True)
+        self.GetRelationships = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/GetRelationships',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.GetRelationshipsRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.GetRelationshipsResponse.FromString,
+                _registered_method=True)
+        self.ListKnownFollowers = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/ListKnownFollowers',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListKnownFollowersRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListKnownFollowersResponse.FromString,
+                _registered_method=True)
+        self.ListMutualFollows = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/ListMutualFollows',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutualFollowsRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutualFollowsResponse.FromString,
+                _registered_method=True)
+        self.SuggestFollows = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/SuggestFollows',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.SuggestFollowsRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.SuggestFollowsResponse.FromString,
+                _registered_method=True)
+        self.SetPrivacy = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/SetPrivacy',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.SetPrivacyRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.SetPrivacyResponse.FromString,
+                _registered_method=True)
+        self.ListFollowRequests = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/ListFollowRequests',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListFollowRequestsRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListFollowRequestsResponse.FromString,
+                _registered_method=True)
+        self.AcceptFollowRequest = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/AcceptFollowRequest',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.AcceptFollowRequestRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.AcceptFollowRequestResponse.FromString,
+                _registered_method=True)
+        self.RejectFollowRequest = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/RejectFollowRequest',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.RejectFollowRequestRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.RejectFollowRequestResponse.FromString,
+                _registered_method=True)
+        self.Block = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/Block',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.BlockRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.BlockResponse.FromString,
+                _registered_method=True)
+        self.Unblock = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/Unblock',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.UnblockRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.UnblockResponse.FromString,
+                _registered_method=True)
+        self.RemoveFollower = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/RemoveFollower',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerResponse.FromString,
+                _registered_method=True)
 
 
 class SocialGraphServiceServicer:
@@ -138,6 +193,92 @@ class SocialGraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRelationships(self, request, context):
+        """How actor_id and each of up to 100 targets relate, in request order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListKnownFollowers(self, request, context):
+        """Followers of user_id whom viewer_id follows ("followed by people you
+        know"), newest first by when they followed user_id, paged (AIP-158).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMutualFollows(self, request, context):
+        """Accounts that follow user_id and that user_id follows back, newest first
+        by when they followed user_id, paged (AIP-158).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SuggestFollows(self, request, context):
+        """Second-degree accounts ranked by how many of user_id's followees follow
+        them. Never user_id, an account already followed or requested, or an
+        account blocked either way.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPrivacy(self, request, context):
+        """Makes the account private (follows become requests) or public (pending
+        requests are accepted). Existing followers stay. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFollowRequests(self, request, context):
+        """Incoming pending follow requests of user_id, newest first, paged (AIP-158).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptFollowRequest(self, request, context):
+        """Turns a pending request into a follow, counted once. Idempotent: accepting
+        an already accepted request succeeds. NOT_FOUND (FOLLOW_REQUEST_NOT_FOUND)
+        when there is neither a request nor a follow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectFollowRequest(self, request, context):
+        """Drops a pending request. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Block(self, request, context):
+        """Removes follows and pending requests in both directions and prevents new
+        ones until Unblock. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unblock(self, request, context):
+        """Allows follows again; restores nothing. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveFollower(self, request, context):
+        """user_id drops follower_id as a follower (and any pending request from
+        follower_id) without blocking. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SocialGraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +316,61 @@ def add_SocialGraphServiceServicer_to_server(servicer, server):
                     servicer.BatchGetCounts,
                     request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.BatchGetCountsRequest.FromString,
                     response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.BatchGetCountsResponse.SerializeToString,
+            ),
+            'GetRelationships': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRelationships,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.GetRelationshipsRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.GetRelationshipsResponse.SerializeToString,
+            ),
+            'ListKnownFollowers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKnownFollowers,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListKnownFollowersRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListKnownFollowersResponse.SerializeToString,
+            ),
+            'ListMutualFollows': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMutualFollows,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutualFollowsRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutualFollowsResponse.SerializeToString,
+            ),
+            'SuggestFollows': grpc.unary_unary_rpc_method_handler(
+                    servicer.SuggestFollows,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.SuggestFollowsRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.SuggestFollowsResponse.SerializeToString,
+            ),
+            'SetPrivacy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPrivacy,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.SetPrivacyRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.SetPrivacyResponse.SerializeToString,
+            ),
+            'ListFollowRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFollowRequests,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListFollowRequestsRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListFollowRequestsResponse.SerializeToString,
+            ),
+            'AcceptFollowRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptFollowRequest,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.AcceptFollowRequestRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.AcceptFollowRequestResponse.SerializeToString,
+            ),
+            'RejectFollowRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectFollowRequest,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.RejectFollowRequestRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.RejectFollowRequestResponse.SerializeToString,
+            ),
+            'Block': grpc.unary_unary_rpc_method_handler(
+                    servicer.Block,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.BlockRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.BlockResponse.SerializeToString,
+            ),
+            'Unblock': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unblock,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.UnblockRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.UnblockResponse.SerializeToString,
+            ),
+            'RemoveFollower': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveFollower,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -373,6 +569,303 @@ class SocialGraphService:
             '/socialgraph.v1.SocialGraphService/BatchGetCounts',
             socialgraph_dot_v1_dot_social__graph__pb2.BatchGetCountsRequest.SerializeToString,
             socialgraph_dot_v1_dot_social__graph__pb2.BatchGetCountsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRelationships(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/GetRelationships',
+            socialgraph_dot_v1_dot_social__graph__pb2.GetRelationshipsRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.GetRelationshipsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKnownFollowers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/ListKnownFollowers',
+            socialgraph_dot_v1_dot_social__graph__pb2.ListKnownFollowersRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.ListKnownFollowersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMutualFollows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/ListMutualFollows',
+            socialgraph_dot_v1_dot_social__graph__pb2.ListMutualFollowsRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.ListMutualFollowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SuggestFollows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/SuggestFollows',
+            socialgraph_dot_v1_dot_social__graph__pb2.SuggestFollowsRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.SuggestFollowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPrivacy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/SetPrivacy',
+            socialgraph_dot_v1_dot_social__graph__pb2.SetPrivacyRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.SetPrivacyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFollowRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/ListFollowRequests',
+            socialgraph_dot_v1_dot_social__graph__pb2.ListFollowRequestsRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.ListFollowRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptFollowRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/AcceptFollowRequest',
+            socialgraph_dot_v1_dot_social__graph__pb2.AcceptFollowRequestRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.AcceptFollowRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectFollowRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/RejectFollowRequest',
+            socialgraph_dot_v1_dot_social__graph__pb2.RejectFollowRequestRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.RejectFollowRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Block(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/Block',
+            socialgraph_dot_v1_dot_social__graph__pb2.BlockRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.BlockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unblock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/Unblock',
+            socialgraph_dot_v1_dot_social__graph__pb2.UnblockRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.UnblockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveFollower(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/RemoveFollower',
+            socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerResponse.FromString,
             options,
             channel_credentials,
             insecure,

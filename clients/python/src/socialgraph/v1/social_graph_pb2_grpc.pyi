@@ -56,6 +56,44 @@ class SocialGraphServiceStub:
     """Denormalised counters: an O(1) read, never negative."""
     BatchGetCounts: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.BatchGetCountsRequest, _social_graph_pb2.BatchGetCountsResponse]
     """Counters for up to 100 users in one call, in request order."""
+    GetRelationships: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.GetRelationshipsRequest, _social_graph_pb2.GetRelationshipsResponse]
+    """How actor_id and each of up to 100 targets relate, in request order."""
+    ListKnownFollowers: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListKnownFollowersRequest, _social_graph_pb2.ListKnownFollowersResponse]
+    """Followers of user_id whom viewer_id follows ("followed by people you
+    know"), newest first by when they followed user_id, paged (AIP-158).
+    """
+    ListMutualFollows: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListMutualFollowsRequest, _social_graph_pb2.ListMutualFollowsResponse]
+    """Accounts that follow user_id and that user_id follows back, newest first
+    by when they followed user_id, paged (AIP-158).
+    """
+    SuggestFollows: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.SuggestFollowsRequest, _social_graph_pb2.SuggestFollowsResponse]
+    """Second-degree accounts ranked by how many of user_id's followees follow
+    them. Never user_id, an account already followed or requested, or an
+    account blocked either way.
+    """
+    SetPrivacy: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.SetPrivacyRequest, _social_graph_pb2.SetPrivacyResponse]
+    """Makes the account private (follows become requests) or public (pending
+    requests are accepted). Existing followers stay. Idempotent.
+    """
+    ListFollowRequests: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowRequestsRequest, _social_graph_pb2.ListFollowRequestsResponse]
+    """Incoming pending follow requests of user_id, newest first, paged (AIP-158)."""
+    AcceptFollowRequest: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.AcceptFollowRequestRequest, _social_graph_pb2.AcceptFollowRequestResponse]
+    """Turns a pending request into a follow, counted once. Idempotent: accepting
+    an already accepted request succeeds. NOT_FOUND (FOLLOW_REQUEST_NOT_FOUND)
+    when there is neither a request nor a follow.
+    """
+    RejectFollowRequest: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.RejectFollowRequestRequest, _social_graph_pb2.RejectFollowRequestResponse]
+    """Drops a pending request. Idempotent."""
+    Block: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.BlockRequest, _social_graph_pb2.BlockResponse]
+    """Removes follows and pending requests in both directions and prevents new
+    ones until Unblock. Idempotent.
+    """
+    Unblock: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.UnblockRequest, _social_graph_pb2.UnblockResponse]
+    """Allows follows again; restores nothing. Idempotent."""
+    RemoveFollower: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.RemoveFollowerRequest, _social_graph_pb2.RemoveFollowerResponse]
+    """user_id drops follower_id as a follower (and any pending request from
+    follower_id) without blocking. Idempotent.
+    """
 
 @_typing.type_check_only
 class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
@@ -85,6 +123,44 @@ class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
     """Denormalised counters: an O(1) read, never negative."""
     BatchGetCounts: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.BatchGetCountsRequest, _social_graph_pb2.BatchGetCountsResponse]  # type: ignore[assignment]
     """Counters for up to 100 users in one call, in request order."""
+    GetRelationships: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.GetRelationshipsRequest, _social_graph_pb2.GetRelationshipsResponse]  # type: ignore[assignment]
+    """How actor_id and each of up to 100 targets relate, in request order."""
+    ListKnownFollowers: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListKnownFollowersRequest, _social_graph_pb2.ListKnownFollowersResponse]  # type: ignore[assignment]
+    """Followers of user_id whom viewer_id follows ("followed by people you
+    know"), newest first by when they followed user_id, paged (AIP-158).
+    """
+    ListMutualFollows: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListMutualFollowsRequest, _social_graph_pb2.ListMutualFollowsResponse]  # type: ignore[assignment]
+    """Accounts that follow user_id and that user_id follows back, newest first
+    by when they followed user_id, paged (AIP-158).
+    """
+    SuggestFollows: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.SuggestFollowsRequest, _social_graph_pb2.SuggestFollowsResponse]  # type: ignore[assignment]
+    """Second-degree accounts ranked by how many of user_id's followees follow
+    them. Never user_id, an account already followed or requested, or an
+    account blocked either way.
+    """
+    SetPrivacy: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.SetPrivacyRequest, _social_graph_pb2.SetPrivacyResponse]  # type: ignore[assignment]
+    """Makes the account private (follows become requests) or public (pending
+    requests are accepted). Existing followers stay. Idempotent.
+    """
+    ListFollowRequests: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowRequestsRequest, _social_graph_pb2.ListFollowRequestsResponse]  # type: ignore[assignment]
+    """Incoming pending follow requests of user_id, newest first, paged (AIP-158)."""
+    AcceptFollowRequest: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.AcceptFollowRequestRequest, _social_graph_pb2.AcceptFollowRequestResponse]  # type: ignore[assignment]
+    """Turns a pending request into a follow, counted once. Idempotent: accepting
+    an already accepted request succeeds. NOT_FOUND (FOLLOW_REQUEST_NOT_FOUND)
+    when there is neither a request nor a follow.
+    """
+    RejectFollowRequest: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.RejectFollowRequestRequest, _social_graph_pb2.RejectFollowRequestResponse]  # type: ignore[assignment]
+    """Drops a pending request. Idempotent."""
+    Block: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.BlockRequest, _social_graph_pb2.BlockResponse]  # type: ignore[assignment]
+    """Removes follows and pending requests in both directions and prevents new
+    ones until Unblock. Idempotent.
+    """
+    Unblock: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.UnblockRequest, _social_graph_pb2.UnblockResponse]  # type: ignore[assignment]
+    """Allows follows again; restores nothing. Idempotent."""
+    RemoveFollower: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.RemoveFollowerRequest, _social_graph_pb2.RemoveFollowerResponse]  # type: ignore[assignment]
+    """user_id drops follower_id as a follower (and any pending request from
+    follower_id) without blocking. Idempotent.
+    """
 
 class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
     """SocialGraphService owns the follow graph: who follows whom, since when, and
@@ -153,5 +229,109 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_social_graph_pb2.BatchGetCountsResponse, _abc.Awaitable[_social_graph_pb2.BatchGetCountsResponse]]:
         """Counters for up to 100 users in one call, in request order."""
+
+    @_abc_1.abstractmethod
+    def GetRelationships(
+        self,
+        request: _social_graph_pb2.GetRelationshipsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.GetRelationshipsResponse, _abc.Awaitable[_social_graph_pb2.GetRelationshipsResponse]]:
+        """How actor_id and each of up to 100 targets relate, in request order."""
+
+    @_abc_1.abstractmethod
+    def ListKnownFollowers(
+        self,
+        request: _social_graph_pb2.ListKnownFollowersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.ListKnownFollowersResponse, _abc.Awaitable[_social_graph_pb2.ListKnownFollowersResponse]]:
+        """Followers of user_id whom viewer_id follows ("followed by people you
+        know"), newest first by when they followed user_id, paged (AIP-158).
+        """
+
+    @_abc_1.abstractmethod
+    def ListMutualFollows(
+        self,
+        request: _social_graph_pb2.ListMutualFollowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.ListMutualFollowsResponse, _abc.Awaitable[_social_graph_pb2.ListMutualFollowsResponse]]:
+        """Accounts that follow user_id and that user_id follows back, newest first
+        by when they followed user_id, paged (AIP-158).
+        """
+
+    @_abc_1.abstractmethod
+    def SuggestFollows(
+        self,
+        request: _social_graph_pb2.SuggestFollowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.SuggestFollowsResponse, _abc.Awaitable[_social_graph_pb2.SuggestFollowsResponse]]:
+        """Second-degree accounts ranked by how many of user_id's followees follow
+        them. Never user_id, an account already followed or requested, or an
+        account blocked either way.
+        """
+
+    @_abc_1.abstractmethod
+    def SetPrivacy(
+        self,
+        request: _social_graph_pb2.SetPrivacyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.SetPrivacyResponse, _abc.Awaitable[_social_graph_pb2.SetPrivacyResponse]]:
+        """Makes the account private (follows become requests) or public (pending
+        requests are accepted). Existing followers stay. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def ListFollowRequests(
+        self,
+        request: _social_graph_pb2.ListFollowRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.ListFollowRequestsResponse, _abc.Awaitable[_social_graph_pb2.ListFollowRequestsResponse]]:
+        """Incoming pending follow requests of user_id, newest first, paged (AIP-158)."""
+
+    @_abc_1.abstractmethod
+    def AcceptFollowRequest(
+        self,
+        request: _social_graph_pb2.AcceptFollowRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.AcceptFollowRequestResponse, _abc.Awaitable[_social_graph_pb2.AcceptFollowRequestResponse]]:
+        """Turns a pending request into a follow, counted once. Idempotent: accepting
+        an already accepted request succeeds. NOT_FOUND (FOLLOW_REQUEST_NOT_FOUND)
+        when there is neither a request nor a follow.
+        """
+
+    @_abc_1.abstractmethod
+    def RejectFollowRequest(
+        self,
+        request: _social_graph_pb2.RejectFollowRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.RejectFollowRequestResponse, _abc.Awaitable[_social_graph_pb2.RejectFollowRequestResponse]]:
+        """Drops a pending request. Idempotent."""
+
+    @_abc_1.abstractmethod
+    def Block(
+        self,
+        request: _social_graph_pb2.BlockRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.BlockResponse, _abc.Awaitable[_social_graph_pb2.BlockResponse]]:
+        """Removes follows and pending requests in both directions and prevents new
+        ones until Unblock. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def Unblock(
+        self,
+        request: _social_graph_pb2.UnblockRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.UnblockResponse, _abc.Awaitable[_social_graph_pb2.UnblockResponse]]:
+        """Allows follows again; restores nothing. Idempotent."""
+
+    @_abc_1.abstractmethod
+    def RemoveFollower(
+        self,
+        request: _social_graph_pb2.RemoveFollowerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.RemoveFollowerResponse, _abc.Awaitable[_social_graph_pb2.RemoveFollowerResponse]]:
+        """user_id drops follower_id as a follower (and any pending request from
+        follower_id) without blocking. Idempotent.
+        """
 
 def add_SocialGraphServiceServicer_to_server(servicer: SocialGraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,64 @@
+"""Followers of one user whom another follows: ListKnownFollowers and ListMutualFollows.
+
+Both answer "followers of U that V follows" (mutuals are V = U), newest first by when they
+followed U, so the cursor is a position in U's followers list whichever side is iterated:
+
+* the viewer's followees are the smaller side (and at most ``intersection_candidate_limit``):
+  load them, look each up in U's followers in batches of 100 keys, sort, cut the page;
+* otherwise walk U's followers from the cursor in batches and look each batch up in V's
+  followees, until the page is full or the list ends.
+
+Neither path holds the bigger list in memory, and a page that is not the last is never empty.
+"""
+
+from __future__ import annotations
+
+from graph_service.models import Cursor, Direction, Edge, EdgePage
+from graph_service.store.edge_store import EdgeStore
+
+__all__ = ["Intersections"]
+
+SCAN_BATCH = 500
+LOAD_PAGE = 1000
+
+
+class Intersections:
+    def __init__(self, store: EdgeStore, candidate_limit: int) -> None:
+        self._store = store
+        self._candidate_limit = candidate_limit
+
+    async def known_followers(self, user_id: int, viewer_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        counts = await self._store.get_counts([user_id, viewer_id])
+        followers, followees = counts[user_id].followers, counts[viewer_id].following
+        if followees < followers and followees <= self._candidate_limit:
+            return await self._from_followees(user_id, viewer_id, limit, after)
+        return await self._from_followers(user_id, viewer_id, limit, after)
+
+    async def _from_followers(self, user_id: int, viewer_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        matches: list[Edge] = []
+        cursor = after
+        while len(matches) <= limit:
+            page = await self._store.list_edges(Direction.FOLLOWERS, user_id, SCAN_BATCH, cursor)
+            if not page.entries:
+                break
+            known = await self._store.find_edges(Direction.FOLLOWING, viewer_id, [e.user_id for e in page.entries])
+            matches.extend(e for e in page.entries if e.user_id in known)
+            if not page.has_more:
+                break
+            cursor = page.entries[-1]
+        return EdgePage(entries=matches[:limit], has_more=len(matches) > limit)
+
+    async def _from_followees(self, user_id: int, viewer_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        candidates: list[int] = []
+        cursor: Cursor | None = None
+        while True:
+            page = await self._store.list_edges(Direction.FOLLOWING, viewer_id, LOAD_PAGE, cursor)
+            candidates.extend(e.user_id for e in page.entries)
+            if not page.has_more or not page.entries:
+                break
+            cursor = page.entries[-1]
+        found = await self._store.find_edges(Direction.FOLLOWERS, user_id, candidates)
+        entries = sorted((Edge(c, at) for c, at in found.items()), key=lambda e: e.position, reverse=True)
+        if after is not None:
+            entries = [e for e in entries if e.position < after.position]
+        return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)

@@ -1,0 +1,94 @@
+"""Keys and transaction elements of the edge tables.
+
+Every item of a pair of accounts lives in the ``followers`` table under the partition of the
+account it concerns, so one strongly consistent BatchGetItem reads a whole relationship and
+every rule can be a condition inside the transaction that writes:
+
+=========================  ==========================================================
+``followers`` pk=B, sk     meaning
+=========================  ==========================================================
+``E#<A>`` / ``T#<t>#<A>``  A follows B (membership / newest-first order); mirrored in
+                           ``following`` pk=A as ``E#<B>`` / ``T#<t>#<B>``
+``R#<A>`` / ``RT#<t>#<A>`` A's pending request to follow B (membership / order)
+``B#<A>``                  B blocks A
+``P``                      B's settings: ``private`` (BOOL)
+=========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_service.models import Edge
+
+__all__ = [
+    "BLOCK",
+    "EDGE",
+    "EDGE_ORDER",
+    "REQUEST",
+    "REQUEST_ORDER",
+    "check_absent",
+    "delete",
+    "delete_if_at",
+    "item",
+    "key",
+    "order_key",
+    "put",
+    "settings_key",
+]
+
+EDGE = "E#"
+EDGE_ORDER = "T#"
+REQUEST = "R#"
+REQUEST_ORDER = "RT#"
+BLOCK = "B#"
+SETTINGS = "P"
+ID_DIGITS = 20
+
+Item = dict[str, Any]
+
+
+def key(prefix: str, owner: int, other: int) -> Item:
+    """A membership item: ``prefix`` is EDGE, REQUEST or BLOCK."""
+    return {"pk": {"N": str(owner)}, "sk": {"S": f"{prefix}{other:0{ID_DIGITS}d}"}}
+
+
+def order_key(prefix: str, owner: int, edge: Edge) -> Item:
+    """An ordering item: ``prefix`` is EDGE_ORDER or REQUEST_ORDER."""
+    return {"pk": {"N": str(owner)}, "sk": {"S": f"{prefix}{edge.position}"}}
+
+
+def settings_key(user_id: int) -> Item:
+    return {"pk": {"N": str(user_id)}, "sk": {"S": SETTINGS}}
+
+
+def item(item_key: Item, edge: Edge) -> Item:
+    return {**item_key, "other": {"N": str(edge.user_id)}, "at": {"N": str(edge.at_us)}}
+
+
+def put(table: str, body: Item, *, only_new: bool = False) -> Item:
+    element: Item = {"TableName": table, "Item": body}
+    if only_new:
+        element["ConditionExpression"] = "attribute_not_exists(pk)"
+    return {"Put": element}
+
+
+def delete(table: str, item_key: Item) -> Item:
+    return {"Delete": {"TableName": table, "Key": item_key}}
+
+
+def delete_if_at(table: str, item_key: Item, at_us: int) -> Item:
+    """Delete a membership item only if it is still the one made at ``at_us``."""
+    return {
+        "Delete": {
+            "TableName": table,
+            "Key": item_key,
+            "ConditionExpression": "#at = :at",
+            "ExpressionAttributeNames": {"#at": "at"},
+            "ExpressionAttributeValues": {":at": {"N": str(at_us)}},
+        }
+    }
+
+
+def check_absent(table: str, item_key: Item) -> Item:
+    return {"ConditionCheck": {"TableName": table, "Key": item_key, "ConditionExpression": "attribute_not_exists(pk)"}}
