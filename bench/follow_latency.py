@@ -21,6 +21,7 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from bench.harness import Stack, private_stack
 from graph_service.models import Edge, now_us
+from graph_service.store import items as it
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -32,31 +33,19 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 def bare_items(stack: Stack, follower: int, followee: int) -> list[dict[str, Any]]:
-    """The same four items a Follow writes (see graph_service/store/dynamo_edge_store.py)."""
+    """The same seven items a Follow of a public account writes and checks (built with the
+    store's own key helpers, see graph_service/store/dynamo_edge_store.py)."""
     at = now_us()
     followers, following = stack.settings.table("followers"), stack.settings.table("following")
-
-    def item(owner: int, sort_key: str, other: int) -> dict[str, Any]:
-        return {"pk": {"N": str(owner)}, "sk": {"S": sort_key}, "other": {"N": str(other)}, "at": {"N": str(at)}}
-
-    absent = "attribute_not_exists(pk)"
+    made, reverse = Edge(follower, at), Edge(followee, at)
     return [
-        {
-            "Put": {
-                "TableName": followers,
-                "Item": item(followee, f"E#{follower:020d}", follower),
-                "ConditionExpression": absent,
-            }
-        },
-        {"Put": {"TableName": followers, "Item": item(followee, f"T#{Edge(follower, at).position}", follower)}},
-        {
-            "Put": {
-                "TableName": following,
-                "Item": item(follower, f"E#{followee:020d}", followee),
-                "ConditionExpression": absent,
-            }
-        },
-        {"Put": {"TableName": following, "Item": item(follower, f"T#{Edge(followee, at).position}", followee)}},
+        it.put(followers, it.item(it.key(it.EDGE, followee, follower), made), only_new=True),
+        it.put(followers, it.item(it.order_key(it.EDGE_ORDER, followee, made), made)),
+        it.put(following, it.item(it.key(it.EDGE, follower, followee), reverse), only_new=True),
+        it.put(following, it.item(it.order_key(it.EDGE_ORDER, follower, reverse), reverse)),
+        it.check_absent(followers, it.key(it.REQUEST, followee, follower)),
+        it.check_absent(followers, it.key(it.BLOCK, follower, followee)),
+        it.check_absent(followers, it.key(it.BLOCK, followee, follower)),
     ]
 
 

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from counters.applier import CounterApplier, Fence, FenceRejected, chunk_changes
 from counters.checkpoints import CheckpointStore
-from counters.edge_changes import EdgeChange, decode_note, edge_changes, encode_note
+from counters.edge_changes import EdgeChange, decode_note, edge_changes, encode_note, touched_pairs
 from counters.stream_reader import StreamReader
 from graph_service.bootstrap import build_cache
 from graph_service.cache.graph_cache import GraphCache
@@ -61,6 +61,18 @@ class CacheRepairer:
             self._unsaved.append(changes)
         log.warning("cache_repair_deferred", changes=len(changes))
         self.start()
+
+    async def touch(self, pairs: list[tuple[int, int]]) -> None:
+        """Drop cached relationship and privacy entries of pairs whose requests or blocks changed.
+        A drop Redis refuses is owed by the cache in memory and delivered when Redis answers;
+        a consumer that stops before that leaves them to their TTL."""
+        if self._cache is None:
+            return
+        for a, b in pairs:
+            if a == b:
+                await self._cache.drop_private(a)
+            else:
+                await self._cache.touch_pair(a, b)
 
     async def redo(self, changes: list[EdgeChange]) -> bool:
         """Repeat a repair with counters read afresh (the values committed since are newer anyway)."""
@@ -126,6 +138,7 @@ class CountersConsumer:
         ends = [c[-1].sequence for c in chunks[:-1]] + [last]
         for chunk, end in zip(chunks or [[]], ends, strict=True):
             committed = await self._commit_chunk(shard_id, chunk, end, committed)
+        await self._repairer.touch(touched_pairs(records))
         return committed
 
     async def _commit_chunk(

@@ -10,7 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EdgeChange", "decode_note", "edge_changes", "encode_note"]
+__all__ = ["EdgeChange", "decode_note", "edge_changes", "encode_note", "touched_pairs"]
+
+PAIR_ITEMS = ("R#", "B#")  # a pending request (pk asked by other), a block (pk blocks other)
+SETTINGS_ITEM = "P"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +64,19 @@ def decode_note(note: str) -> list[EdgeChange]:
     if not note:
         return []
     return [EdgeChange(f, t, at, bool(a), "", "") for f, t, at, a in json.loads(note)]
+
+
+def touched_pairs(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """The pairs whose request or block items changed, and ``(user, user)`` for a privacy change:
+    whatever relationship and privacy entries the cache holds for them may be stale."""
+    pairs: dict[tuple[int, int], None] = {}
+    for record in records:
+        data = record.get("dynamodb", {})
+        keys = data.get("Keys", {})
+        sort_key = keys.get("sk", {}).get("S", "")
+        owner = int(keys.get("pk", {}).get("N", "0"))
+        if sort_key == SETTINGS_ITEM:
+            pairs[(owner, owner)] = None
+        elif sort_key.startswith(PAIR_ITEMS):
+            pairs[(int(sort_key[2:]), owner)] = None
+    return list(pairs)

@@ -157,7 +157,26 @@ def test_grpcurl_describes_the_service_and_its_messages(service: Service) -> Non
     """`grpcurl describe` shows every RPC of the contract and the request fields with their types."""
     described = grpcurl(service, "describe", SERVICE)
     assert described.returncode == 0, described.stderr
-    for rpc in ("Follow", "Unfollow", "IsFollowing", "ListFollowers", "ListFollowing", "GetCounts", "BatchGetCounts"):
+    for rpc in (
+        "Follow",
+        "Unfollow",
+        "IsFollowing",
+        "ListFollowers",
+        "ListFollowing",
+        "GetCounts",
+        "BatchGetCounts",
+        "GetRelationships",
+        "ListKnownFollowers",
+        "ListMutualFollows",
+        "SuggestFollows",
+        "SetPrivacy",
+        "ListFollowRequests",
+        "AcceptFollowRequest",
+        "RejectFollowRequest",
+        "Block",
+        "Unblock",
+        "RemoveFollower",
+    ):
         assert f"rpc {rpc} ( .socialgraph.v1.{rpc}Request ) returns ( .socialgraph.v1.{rpc}Response );" in (
             described.stdout
         )
@@ -195,6 +214,41 @@ def test_grpcurl_shows_invalid_argument_for_a_bad_call(service: Service) -> None
     status = json.loads(formatted.stdout or formatted.stderr)
     assert status["code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert status["details"][0]["reason"] == "INVALID_USER_ID"
+
+
+def test_grpcurl_relationship_walkthrough_of_the_readme(service: Service) -> None:
+    """The README's private-account, block and relationship examples, with the replies it shows."""
+    a, b, c, d = 7030, 7031, 7032, 7033
+    assert call(service, "SetPrivacy", {"user_id": a, "private": True}) == {}
+    assert call(service, "Follow", {"follower_id": b, "followee_id": a}) == {"state": "FOLLOW_STATE_REQUESTED"}
+    requests = call(service, "ListFollowRequests", {"user_id": a})["requests"]
+    assert [r["user_id"] for r in requests] == [str(b)]
+    assert requests[0]["requested_at"].endswith("Z")
+    assert call(service, "AcceptFollowRequest", {"user_id": a, "requester_id": b}) == {}
+    for follower, followee in ((a, b), (b, c), (c, d), (b, d)):
+        assert call(service, "Follow", {"follower_id": follower, "followee_id": followee}) == {
+            "state": "FOLLOW_STATE_FOLLOWING"
+        }
+    assert call(service, "GetRelationships", {"actor_id": a, "target_ids": [b, c]}) == {
+        "relationships": [{"target_id": str(b), "following": True, "followed_by": True}, {"target_id": str(c)}]
+    }
+    assert call(service, "ListMutualFollows", {"user_id": a}) == {"users": [{"user_id": str(b)}]}
+    known = call(service, "ListKnownFollowers", {"viewer_id": a, "user_id": d})["followers"]
+    assert [f["user_id"] for f in known] == [str(b)]
+    assert call(service, "SuggestFollows", {"user_id": a, "limit": 5}) == {
+        "suggestions": [
+            {"user_id": str(c), "score": 1, "mutual_count": 1},
+            {"user_id": str(d), "score": 1, "mutual_count": 1},
+        ]
+    }
+    assert call(service, "Block", {"blocker_id": a, "blocked_id": b}) == {}
+    blocked = grpcurl(service, f"{SERVICE}/Follow", data={"follower_id": b, "followee_id": a})
+    assert blocked.returncode != 0
+    assert "Code: FailedPrecondition" in blocked.stderr
+    assert '"reason":"BLOCKED"' in blocked.stderr
+    assert call(service, "Unblock", {"blocker_id": a, "blocked_id": b}) == {}
+    assert call(service, "RemoveFollower", {"user_id": d, "follower_id": c}) == {}
+    assert call(service, "IsFollowing", {"follower_id": c, "followee_id": d}) == {}
 
 
 # -- process lifecycle -----------------------------------------------------------------------

@@ -75,3 +75,36 @@ async def test_client_follows_pages_and_raises_typed_errors(server: RunningServe
         assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
         assert raised.value.reason == "SELF_FOLLOW"
         assert raised.value.metadata == {"user_id": "3"}
+
+
+async def test_client_covers_requests_blocks_and_relationship_reads(server: RunningServer) -> None:
+    """Every relationship RPC through the client: plain values out, typed errors with reasons."""
+    async with await SocialGraphClient.connect(f"127.0.0.1:{server.port}") as graph:
+        await graph.set_privacy(1, True)
+        assert not await graph.follow(2, 1)  # a request, not a follow
+        assert not await graph.follow(3, 1)
+        assert [r.user_id async for r in graph.iter_follow_requests(1, page_size=1)] == [3, 2]
+        await graph.accept_follow_request(1, 2)
+        await graph.reject_follow_request(1, 3)
+        assert [r.user_id async for r in graph.iter_follow_requests(1)] == []
+        with pytest.raises(SocialGraphError) as missing:
+            await graph.accept_follow_request(1, 3)
+        assert (missing.value.code, missing.value.reason) == (grpc.StatusCode.NOT_FOUND, "FOLLOW_REQUEST_NOT_FOUND")
+
+        assert await graph.follow(1, 2)  # 2 is public: 1 and 2 now follow each other
+        assert await graph.follow(2, 4)
+        assert await graph.follow(4, 5)
+        assert [u async for u in graph.iter_mutual_follows(1)] == [2]
+        assert [e.user_id async for e in graph.iter_known_followers(1, 1)] == [2]
+        assert [(s.user_id, s.mutual_count) for s in await graph.suggest_follows(1)] == [(4, 1)]
+
+        await graph.block(1, 2)
+        (rel,) = await graph.get_relationships(1, [2])
+        assert (rel.target_id, rel.blocking, rel.following, rel.followed_by) == (2, True, False, False)
+        with pytest.raises(SocialGraphError) as blocked:
+            await graph.follow(2, 1)
+        assert (blocked.value.code, blocked.value.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "BLOCKED")
+        await graph.unblock(1, 2)
+        assert await graph.follow(1, 2)
+        await graph.remove_follower(2, 1)
+        assert not await graph.is_following(1, 2)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from counters.applier import MAX_USERS_PER_CHUNK, chunk_changes
-from counters.edge_changes import EdgeChange, decode_note, edge_change, edge_changes, encode_note
+from counters.edge_changes import EdgeChange, decode_note, edge_change, edge_changes, encode_note, touched_pairs
 
 
 def _image(pk: int, sk: str, other: int, at: int) -> dict[str, Any]:
@@ -205,3 +205,23 @@ def test_repeated_pairs_share_a_chunk() -> None:
 def test_no_changes_no_chunks() -> None:
     """An empty batch gives no chunks."""
     assert chunk_changes([]) == []
+
+
+def _keys_only(pk: int, sk: str) -> dict[str, Any]:
+    return {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": {"N": str(pk)}, "sk": {"S": sk}}, "SequenceNumber": "1"}}
+
+
+def test_request_block_and_settings_records_touch_their_pairs_and_never_count() -> None:
+    records = [
+        _keys_only(7, f"R#{3:020d}"),  # 3 asked to follow 7
+        _keys_only(7, f"RT#{1:016d}#{3:020d}"),  # its ordering item: nothing more
+        _keys_only(9, f"B#{4:020d}"),  # 9 blocks 4
+        _keys_only(5, "P"),  # 5 changed its privacy
+        _keys_only(7, f"R#{3:020d}"),  # the same pair again: reported once
+    ]
+    assert touched_pairs(records) == [(3, 7), (4, 9), (5, 5)]
+    assert edge_changes(records) == []
+
+
+def test_edge_records_touch_no_pair() -> None:
+    assert touched_pairs([record("INSERT", 2, 1), record("REMOVE", 2, 1, ordering_item=True)]) == []

@@ -1,6 +1,21 @@
 """A typed asyncio client for socialgraph.v1 over the generated stubs."""
 
-from socialgraph_client.client import Counts, FollowEntry, SocialGraphClient
+from socialgraph_client.client import (
+    Counts,
+    FollowEntry,
+    FollowRequest,
+    Relationship,
+    SocialGraphClient,
+    Suggestion,
+)
 from socialgraph_client.errors import SocialGraphError
 
-__all__ = ["Counts", "FollowEntry", "SocialGraphClient", "SocialGraphError"]
+__all__ = [
+    "Counts",
+    "FollowEntry",
+    "FollowRequest",
+    "Relationship",
+    "SocialGraphClient",
+    "SocialGraphError",
+    "Suggestion",
+]

@@ -14,9 +14,10 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from socialgraph_client.errors import SocialGraphError
 
-__all__ = ["Counts", "FollowEntry", "SocialGraphClient"]
+__all__ = ["Counts", "FollowEntry", "FollowRequest", "Relationship", "SocialGraphClient", "Suggestion"]
 
 R = TypeVar("R")
+E = TypeVar("E")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +27,40 @@ class FollowEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class FollowRequest:
+    user_id: int
+    requested_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Counts:
     user_id: int
     followers: int
     following: int
+
+
+@dataclass(frozen=True, slots=True)
+class Relationship:
+    """How the actor relates to ``target_id``, from the actor's side."""
+
+    target_id: int
+    following: bool
+    followed_by: bool
+    requested: bool
+    requested_by: bool
+    blocking: bool
+    blocked_by: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    user_id: int
+    score: float
+    mutual_count: int
+
+
+def _follow_entry(entry: Any) -> FollowEntry:
+    return FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
 
 
 class SocialGraphClient:
@@ -100,6 +131,40 @@ class SocialGraphClient:
         reply = await self._call(self._stub.BatchGetCounts, pb.BatchGetCountsRequest(user_ids=list(user_ids)))
         return [Counts(c.user_id, c.followers_count, c.following_count) for c in reply.counts]
 
+    async def get_relationships(self, actor_id: int, target_ids: Sequence[int]) -> list[Relationship]:
+        """Up to 100 targets in one call, in request order."""
+        request = pb.GetRelationshipsRequest(actor_id=actor_id, target_ids=list(target_ids))
+        reply = await self._call(self._stub.GetRelationships, request)
+        return [
+            Relationship(r.target_id, r.following, r.followed_by, r.requested, r.requested_by, r.blocking, r.blocked_by)
+            for r in reply.relationships
+        ]
+
+    async def suggest_follows(self, user_id: int, limit: int = 0) -> list[Suggestion]:
+        reply = await self._call(self._stub.SuggestFollows, pb.SuggestFollowsRequest(user_id=user_id, limit=limit))
+        return [Suggestion(s.user_id, s.score, s.mutual_count) for s in reply.suggestions]
+
+    async def set_privacy(self, user_id: int, private: bool) -> None:
+        await self._call(self._stub.SetPrivacy, pb.SetPrivacyRequest(user_id=user_id, private=private))
+
+    async def accept_follow_request(self, user_id: int, requester_id: int) -> None:
+        request = pb.AcceptFollowRequestRequest(user_id=user_id, requester_id=requester_id)
+        await self._call(self._stub.AcceptFollowRequest, request)
+
+    async def reject_follow_request(self, user_id: int, requester_id: int) -> None:
+        request = pb.RejectFollowRequestRequest(user_id=user_id, requester_id=requester_id)
+        await self._call(self._stub.RejectFollowRequest, request)
+
+    async def block(self, blocker_id: int, blocked_id: int) -> None:
+        await self._call(self._stub.Block, pb.BlockRequest(blocker_id=blocker_id, blocked_id=blocked_id))
+
+    async def unblock(self, blocker_id: int, blocked_id: int) -> None:
+        await self._call(self._stub.Unblock, pb.UnblockRequest(blocker_id=blocker_id, blocked_id=blocked_id))
+
+    async def remove_follower(self, user_id: int, follower_id: int) -> None:
+        request = pb.RemoveFollowerRequest(user_id=user_id, follower_id=follower_id)
+        await self._call(self._stub.RemoveFollower, request)
+
     async def iter_followers(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowEntry]:
         """Every follower, newest first, fetching pages as the loop goes."""
         async for entry in self._walk(
@@ -108,6 +173,7 @@ class SocialGraphClient:
                 pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=token),
             ),
             "followers",
+            _follow_entry,
         ):
             yield entry
 
@@ -119,16 +185,59 @@ class SocialGraphClient:
                 pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=token),
             ),
             "following",
+            _follow_entry,
         ):
             yield entry
 
-    async def _walk(self, fetch: Callable[[str], Awaitable[Any]], field: str) -> AsyncIterator[FollowEntry]:
+    async def iter_known_followers(
+        self, viewer_id: int, user_id: int, *, page_size: int = 0
+    ) -> AsyncIterator[FollowEntry]:
+        """Followers of ``user_id`` whom ``viewer_id`` follows, newest first."""
+        async for entry in self._walk(
+            lambda token: self._call(
+                self._stub.ListKnownFollowers,
+                pb.ListKnownFollowersRequest(
+                    viewer_id=viewer_id, user_id=user_id, page_size=page_size, page_token=token
+                ),
+            ),
+            "followers",
+            _follow_entry,
+        ):
+            yield entry
+
+    async def iter_mutual_follows(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[int]:
+        """Accounts that follow ``user_id`` and that it follows back."""
+        async for entry in self._walk(
+            lambda token: self._call(
+                self._stub.ListMutualFollows,
+                pb.ListMutualFollowsRequest(user_id=user_id, page_size=page_size, page_token=token),
+            ),
+            "users",
+            lambda ref: int(ref.user_id),
+        ):
+            yield entry
+
+    async def iter_follow_requests(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowRequest]:
+        """Incoming pending requests, newest first."""
+        async for entry in self._walk(
+            lambda token: self._call(
+                self._stub.ListFollowRequests,
+                pb.ListFollowRequestsRequest(user_id=user_id, page_size=page_size, page_token=token),
+            ),
+            "requests",
+            lambda r: FollowRequest(r.user_id, r.requested_at.ToDatetime(tzinfo=UTC)),
+        ):
+            yield entry
+
+    async def _walk(
+        self, fetch: Callable[[str], Awaitable[Any]], field: str, convert: Callable[[Any], E]
+    ) -> AsyncIterator[E]:
         """Follow ``next_page_token`` until the last page; ``field`` names the entries of a reply."""
         token = ""
         while True:
             reply = await fetch(token)
             for entry in getattr(reply, field):
-                yield FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
+                yield convert(entry)
             token = reply.next_page_token
             if not token:
                 return
