@@ -20,7 +20,7 @@ import structlog
 from counters.applier import CounterApplier, Fence, FenceRejected, chunk_changes
 from counters.checkpoints import CheckpointStore
 from counters.consumer import CacheRepairer
-from counters.edge_changes import EdgeChange, edge_changes
+from counters.edge_changes import EdgeChange, edge_changes, touched_pairs
 from graph_service.bootstrap import build_cache
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
@@ -83,6 +83,7 @@ async def apply_event(event: dict[str, Any], settings: Settings) -> dict[str, in
                 applied += len(todo)
                 await repairer.repair(todo, counts)
                 break
+        await repairer.touch(touched_pairs(event.get("Records", [])))
     finally:
         await repairer.close()
         dynamo.close()

@@ -555,3 +555,41 @@ async def test_counts_committed_while_redis_was_unreachable_reach_the_cache_acro
         expected = {1: (0, 1), 2: (1, 0), 3: (0, 1), 4: (1, 0)}
         async with running_counters(consumer_settings):
             await eventually(lambda: service_counts(stub, users), lambda got: got == expected, timeout=5)
+
+
+async def test_consumer_drops_relationship_and_privacy_entries_a_write_left_stale(settings: Settings) -> None:
+    """Block, request and privacy writes that bypassed the cache (another replica whose Redis
+    write-through failed) are repaired from the stream: the cached server then answers afresh."""
+    plain = replace(settings, redis_url="")
+    async with (
+        running_server(settings) as cached_server,
+        stub_for(cached_server.port) as cached,
+        running_server(plain) as plain_server,
+        stub_for(plain_server.port) as uncached,
+    ):
+
+        async def relationship(actor: int, target: int) -> pb.Relationship:
+            reply = await cached.GetRelationships(pb.GetRelationshipsRequest(actor_id=actor, target_ids=[target]))
+            return reply.relationships[0]
+
+        await relationship(1, 2)  # cached: no relationship at all
+        await relationship(3, 4)
+        assert (await cached.Follow(pb.FollowRequest(follower_id=5, followee_id=6))).state == (
+            pb.FOLLOW_STATE_FOLLOWING
+        )  # caches 6 as public
+        await uncached.Block(pb.BlockRequest(blocker_id=1, blocked_id=2))
+        await uncached.SetPrivacy(pb.SetPrivacyRequest(user_id=4, private=True))
+        await uncached.Follow(pb.FollowRequest(follower_id=3, followee_id=4))  # a request
+        await uncached.SetPrivacy(pb.SetPrivacyRequest(user_id=6, private=True))
+        assert not (await relationship(1, 2)).blocking  # stale until the consumer runs
+
+        async with running_counters(settings):
+            await eventually(lambda: relationship(1, 2), lambda r: r.blocking)
+            await eventually(lambda: relationship(3, 4), lambda r: r.requested)
+
+            async def follow_six() -> int:
+                reply = await cached.Follow(pb.FollowRequest(follower_id=7, followee_id=6))
+                await uncached.Unfollow(pb.UnfollowRequest(follower_id=7, followee_id=6))
+                return reply.state
+
+            await eventually(follow_six, lambda state: state == pb.FOLLOW_STATE_REQUESTED)
