@@ -19,7 +19,12 @@ def build_cache(settings: Settings) -> GraphCache | None:
     redis = build_redis(settings)
     if redis is None:
         return None
-    return GraphCache(redis, ttl_seconds=settings.cache_ttl_seconds, list_limit=settings.adjacency_cache_limit)
+    return GraphCache(
+        redis,
+        ttl_seconds=settings.cache_ttl_seconds,
+        list_limit=settings.adjacency_cache_limit,
+        max_in_flight=settings.redis_max_connections,
+    )
 
 
 def build_store(settings: Settings) -> tuple[EdgeStore, GraphCache | None]:

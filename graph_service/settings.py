@@ -46,6 +46,8 @@ class Settings:
     """Treat redis_url as a seed node of a Redis Cluster."""
     redis_timeout_seconds: float = 0.25
     """Socket timeout of Redis calls; past it a read falls back to DynamoDB."""
+    redis_max_connections: int = 256
+    """Most Redis calls in flight per process (and connections per Redis node); more wait their turn."""
     cache_ttl_seconds: int = 86_400
     """Lifetime of cached follow states, lists and counts."""
     adjacency_cache_limit: int = 50_000

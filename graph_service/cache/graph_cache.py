@@ -39,8 +39,11 @@ FILL_CHUNK = 1000
 
 
 class GraphCache:
-    def __init__(self, redis: AnyRedis, *, ttl_seconds: int, list_limit: int) -> None:
+    def __init__(self, redis: AnyRedis, *, ttl_seconds: int, list_limit: int, max_in_flight: int = 256) -> None:
         self._redis = redis
+        # redis-py raises "Too many connections" past its pool size instead of waiting; a call
+        # over the limit waits here for its turn, so a burst never trips the circuit breaker.
+        self._in_flight = asyncio.Semaphore(max_in_flight)
         self._ttl = ttl_seconds
         self._list_limit = list_limit
         self._down_until = 0.0
@@ -73,12 +76,13 @@ class GraphCache:
         if time.monotonic() < self._down_until:
             return False, None
         try:
-            try:
-                return True, await call()
-            except TORN_CONNECTION:
-                # redis-py#4287: a pooled connection torn down under the client. Every call made
-                # here is idempotent, so one more try (on a fresh connection) is safe.
-                return True, await call()
+            async with self._in_flight:
+                try:
+                    return True, await call()
+                except TORN_CONNECTION:
+                    # redis-py#4287: a pooled connection torn down under the client. Every call made
+                    # here is idempotent, so one more try (on a fresh connection) is safe.
+                    return True, await call()
         except REDIS_FAILURES as exc:
             if time.monotonic() >= self._down_until:
                 log.warning("redis_unavailable", error=str(exc))

@@ -22,6 +22,7 @@ def build_redis(settings: Settings) -> AnyRedis | None:
         "socket_timeout": settings.redis_timeout_seconds,
         "socket_connect_timeout": settings.redis_timeout_seconds,
         "decode_responses": True,
+        "max_connections": settings.redis_max_connections,
     }
     if settings.redis_cluster:
         return RedisCluster.from_url(settings.redis_url, **options)

@@ -9,8 +9,9 @@ Every check reads through the cached server and through ``truth`` (a server read
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
 
 import grpc
@@ -240,7 +241,8 @@ async def test_list_follow_requests_is_newest_first_paged_once_each_and_tokens_a
         walked = [e for p in pages for e in p]
         assert [u for u, _ in walked] == newest_first, name
         times = [at for _, at in walked]
-        assert times == sorted(times, reverse=True) and len(set(times)) == len(times), name
+        assert times == sorted(times, reverse=True), name
+        assert len(set(times)) == len(times), name
         assert all(at > 0 for at in times), name
         assert await request_pages(reader, private, 0) == [walked], f"{name}: default page"
         assert await request_pages(reader, private, 7) == [walked], f"{name}: an exact page ends the list"
@@ -403,22 +405,26 @@ async def test_unfollow_withdraws_a_pending_request(stub: Stub, truth: Stub) -> 
 # -- 7. accept racing withdraw ------------------------------------------------------------------
 
 
-async def test_accept_racing_withdraw_leaves_an_edge_counted_once_or_nothing(
+async def test_accept_racing_withdraw_or_reject_leaves_an_edge_counted_once_or_nothing(
     settings: Settings, server: RunningServer, stub: Stub, truth: Stub, counters: asyncio.Task[None]
 ) -> None:
-    """Accept and Unfollow of one request at once, over 20 pairs (two servers, both call orders):
-    each pair ends with an edge and no request, or with neither; the caches agree with DynamoDB and
-    the counts equal the true edge counts."""
+    """Accept racing Unfollow (20 pairs) or Reject (12 pairs) of one request, on two servers in both
+    call orders: each pair ends with an edge and no request, or with neither; the caches agree with
+    DynamoDB and the counts equal the true edge counts."""
     privates = [701, 702, 703, 704]
-    pairs = [(711 + i, privates[i % len(privates)]) for i in range(20)]
+    pairs = [(711 + i, privates[i % len(privates)]) for i in range(32)]
+    rejected_pairs = set(pairs[20:])  # the rest are withdrawn
     users = privates + [r for r, _ in pairs]
     for user in privates:
         await set_private(stub, user, True)
-    for requester, user in pairs:
+
+    async def ask(requester: int, user: int) -> None:
         assert await follow(stub, requester, user) == REQUESTED
-        # Warm every cache entry the race may leave stale.
-        await assert_pending(stub, requester, user, "cached")
-    outcomes: dict[str, int] = {"accepted": 0, "not found": 0}
+        await assert_pending(stub, requester, user, "cached")  # warm every entry the race may leave stale
+
+    await asyncio.gather(*(ask(r, u) for r, u in pairs))
+    outcomes: list[object] = []
+    not_found = (grpc.StatusCode.NOT_FOUND, "FOLLOW_REQUEST_NOT_FOUND")  # the withdraw or reject won
 
     async with running_server(settings) as other_server:
 
@@ -426,36 +432,42 @@ async def test_accept_racing_withdraw_leaves_an_edge_counted_once_or_nothing(
             async with stub_for(port) as own:
                 try:
                     await accept(own, user, requester)
-                    outcomes["accepted"] += 1
-                except grpc.aio.AioRpcError as error:  # the withdraw won: nothing left to accept
-                    assert reason_of(error) == (grpc.StatusCode.NOT_FOUND, "FOLLOW_REQUEST_NOT_FOUND")
-                    outcomes["not found"] += 1
+                except grpc.aio.AioRpcError as error:
+                    outcomes.append(reason_of(error))
+                else:
+                    outcomes.append("accepted")
 
-        async def unfollow_call(port: int, requester: int, user: int) -> None:
+        async def drop_call(port: int, requester: int, user: int) -> None:
             async with stub_for(port) as own:
-                await unfollow(own, requester, user)
+                if (requester, user) in rejected_pairs:
+                    await reject(own, user, requester)
+                else:
+                    await unfollow(own, requester, user)
 
         async def race(index: int, requester: int, user: int) -> None:
             ports = [server.port, other_server.port]
             if index % 2:
                 ports.reverse()
-            calls = [accept_call(ports[0], requester, user), unfollow_call(ports[1], requester, user)]
+            calls = [accept_call(ports[0], requester, user), drop_call(ports[1], requester, user)]
             if index % 4 >= 2:
                 calls.reverse()
             await asyncio.gather(*calls)
 
         await asyncio.gather(*(race(i, r, u) for i, (r, u) in enumerate(pairs)))
-    assert sum(outcomes.values()) == len(pairs)
+    assert len(outcomes) == len(pairs)
+    assert set(outcomes) <= {"accepted", not_found}, outcomes
 
     edges = {pair for pair in pairs if await is_following(truth, pair)}
+    assert edges <= rejected_pairs, "an Unfollow returned but its edge is still there"
     for name, reader in readers(stub, truth).items():
         for user in privates:
             assert await requests_of(reader, user) == [], f"{name}: a request outlived the race"
-        for requester, user in pairs:
-            if (requester, user) in edges:
-                await assert_follows(reader, requester, user, name)
-            else:
-                await assert_unrelated(reader, requester, user, name)
+        await asyncio.gather(
+            *(
+                (assert_follows if (r, u) in edges else assert_unrelated)(reader, r, u, f"{name}: {r} -> {u}")
+                for r, u in pairs
+            )
+        )
     want = counts_of(edges, users)
     await eventually(lambda: all_counts(stub, users), lambda c: c == want)
     await settle(stub, (798, 799))
@@ -674,6 +686,17 @@ def flushed_cluster(redis_cluster: list[int]) -> Iterator[RedisCluster]:
     client.close()
 
 
+async def cached_after_read(cluster: RedisCluster, read: Callable[[], Awaitable[object]], key: str, want: str) -> None:
+    """Read through the server until the cluster holds ``want`` at ``key``: a fill is refused while
+    the counters consumer still bumps the users' epochs for the same writes."""
+
+    async def probe() -> str | None:
+        await read()
+        return cast("str | None", cluster.get(key))
+
+    await eventually(probe, lambda value: value == want)
+
+
 @pytest.mark.cluster
 async def test_request_accept_and_relationships_on_a_redis_cluster(
     dynamodb_local: str, redis_cluster: list[int], flushed_cluster: RedisCluster
@@ -699,21 +722,33 @@ async def test_request_accept_and_relationships_on_a_redis_cluster(
         assert await follow(stub, requester, private) == REQUESTED
         for name, reader in readers(stub, truth).items():
             await assert_pending(reader, requester, private, name)
-        assert flushed_cluster.get(keys.relationship(requester, private)) == "001000"
-        assert flushed_cluster.get(keys.relationship(private, requester)) == "000100"
-        assert flushed_cluster.get(keys.follow_state(requester, private)) == "0"
+        # The consumer drops relationship entries as it reads the request from the stream: a read
+        # after that fills them again, in the actor's slot on its own master.
+        for actor, target, value in ((requester, private, "001000"), (private, requester, "000100")):
+            read = functools.partial(relation, stub, actor, target)
+            await cached_after_read(flushed_cluster, read, keys.relationship(actor, target), value)
+        read = functools.partial(is_following, stub, (requester, private))
+        await cached_after_read(flushed_cluster, read, keys.follow_state(requester, private), "0")
 
         await accept(stub, private, requester)
         for name, reader in readers(stub, truth).items():
             await assert_follows(reader, requester, private, name)
-        assert flushed_cluster.get(keys.relationship(requester, private)) == "100000"
-        assert flushed_cluster.get(keys.relationship(private, requester)) == "010000"
-        assert isinstance(server.store, CachedEdgeStore)
-        hits = server.store.cache.hits
-        assert await relation(stub, requester, private) == flags(following=True)
-        assert await is_following(stub, (requester, private))
-        assert server.store.cache.hits >= hits + 2, "repeat reads were not served by the cluster"
-
+        for actor, target, value in ((requester, private, "100000"), (private, requester, "010000")):
+            read = functools.partial(relation, stub, actor, target)
+            await cached_after_read(flushed_cluster, read, keys.relationship(actor, target), value)
+        read = functools.partial(is_following, stub, (requester, private))
+        await cached_after_read(flushed_cluster, read, keys.follow_state(requester, private), "1")
         want = {private: (1, 0), requester: (0, 1)}
         await eventually(lambda: all_counts(stub, list(want)), lambda c: c == want)
         assert await all_counts(truth, list(want)) == want
+
+        store = server.store
+        assert isinstance(store, CachedEdgeStore)
+
+        async def hits_of_two_reads() -> int:
+            hits = store.cache.hits
+            assert await relation(stub, requester, private) == flags(following=True)
+            assert await is_following(stub, (requester, private))
+            return store.cache.hits - hits
+
+        await eventually(hits_of_two_reads, lambda hits: hits == 2)  # both served by the cluster
