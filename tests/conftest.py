@@ -71,6 +71,10 @@ def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -
         shard_refresh_seconds=0.5,
         shutdown_grace_seconds=2.0,
         page_token_secret="test-secret",
+        # A loaded CI machine can stall a Redis reply past the production default (0.25 s), which
+        # would turn correctness tests into outage tests; outages are tested by stopping Redis and
+        # by tests that set a tiny timeout themselves.
+        redis_timeout_seconds=2.0,
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
 

@@ -72,8 +72,14 @@ class GraphCache:
         """Reads may use the cache: Redis answers and no invalidation is owed."""
         return not self._pending and time.monotonic() >= self._down_until
 
-    async def _try(self, call: Callable[[], Awaitable[T]]) -> tuple[bool, T | None]:
-        if time.monotonic() < self._down_until:
+    async def _try(self, call: Callable[[], Awaitable[T]], *, essential: bool = False) -> tuple[bool, T | None]:
+        """Run one Redis call; (False, None) if Redis failed or the breaker is open.
+
+        ``essential`` calls (invalidations after a committed write) are tried even while the
+        breaker is open: other replicas may still read the entries they drop, so skipping one
+        would leave a stale entry behind for as long as it stays owed.
+        """
+        if not essential and time.monotonic() < self._down_until:
             return False, None
         try:
             async with self._in_flight:
@@ -141,7 +147,7 @@ class GraphCache:
         ]
 
     async def _in_both_slots(self, calls: list[Callable[[], Awaitable[object]]]) -> bool:
-        results = await asyncio.gather(*(self._try(call) for call in calls))
+        results = await asyncio.gather(*(self._try(call, essential=True) for call in calls))
         return all(ok for ok, _ in results)
 
     async def _on_both_sides(
@@ -254,7 +260,7 @@ class GraphCache:
 
     async def drop_private(self, user_id: int) -> None:
         """Write-through after a committed privacy change."""
-        ok, _ = await self._try(self._dropping(user_id, keys.privacy(user_id)))
+        ok, _ = await self._try(self._dropping(user_id, keys.privacy(user_id)), essential=True)
         if not ok:
             self._owe(user_id, user_id)
 

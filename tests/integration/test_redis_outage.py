@@ -12,10 +12,11 @@ import redis
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.cache import keys
+from graph_service.cache.cached_store import CachedEdgeStore
 from graph_service.localstack.processes import ManagedProcess, free_port, port_is_open, start_redis
 from graph_service.models import Direction
 from graph_service.settings import Settings
-from tests.conftest import ensure_tables, make_settings, running_counters
+from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
 from tests.graph_calls import Stub, counts, is_following
 from tests.servers import eventually
 
@@ -173,3 +174,24 @@ async def test_follow_during_an_outage_is_not_undone_by_a_stale_dump(
     await eventually(lambda: counts(stub, 5), lambda c: c == (0, 1))
     with own_redis.client() as client:
         assert client.hmget(keys.counts(6), ["fl", "fg"]) == ["1", "0"]
+
+
+async def test_writes_invalidate_for_other_replicas_even_while_their_own_breaker_is_open(settings: Settings) -> None:
+    """A replica whose breaker tripped (one Redis timeout) still delivers its write-throughs, so a
+    replica that reads the cache never serves the state from before the acknowledged write."""
+    async with (
+        running_server(settings) as writer_server,
+        stub_for(writer_server.port) as writer,
+        running_server(settings) as reader_server,
+        stub_for(reader_server.port) as reader,
+    ):
+        await writer.Follow(pb.FollowRequest(follower_id=1, followee_id=2))
+        assert await is_following(reader, (1, 2))  # cached as '1' by the reader
+        await reader.GetRelationships(pb.GetRelationshipsRequest(actor_id=1, target_ids=[2]))
+        assert isinstance(writer_server.store, CachedEdgeStore)
+        writer_server.store.cache._down_until = float("inf")  # as after a timeout: reads skip Redis
+        await writer.Unfollow(pb.UnfollowRequest(follower_id=1, followee_id=2))
+        assert not await is_following(reader, (1, 2))
+        await writer.Block(pb.BlockRequest(blocker_id=2, blocked_id=1))
+        reply = await reader.GetRelationships(pb.GetRelationshipsRequest(actor_id=1, target_ids=[2]))
+        assert reply.relationships[0].blocked_by
