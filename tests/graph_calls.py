@@ -9,9 +9,13 @@ import re
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
+import grpc
+import pytest
 import redis.asyncio as aioredis
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
@@ -24,10 +28,70 @@ from tests.conftest import running_server, stub_for
 Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]  # (follower_id, followee_id)
 Entry = tuple[int, int]  # (user_id, followed_at in microseconds)
+DOMAIN = "socialgraph.v1"
 KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl):(\d+)|(fl|fg|cnt|ep|pv|sg))(:fill:.*|:gone)?$")
 
 
 # -- calls --------------------------------------------------------------------------------------
+
+
+def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
+    """The one ErrorInfo (in the service's domain) of a failed call, from its google.rpc.Status."""
+    status = rpc_status.from_call(cast("grpc.Call", error))  # an AioRpcError has the methods it reads
+    assert status is not None, f"no google.rpc.Status on {error.code()}: {error.details()}"
+    assert status.code == error.code().value[0]
+    infos = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            infos.append(info)
+    assert len(infos) == 1, f"expected exactly one ErrorInfo, got {infos}"
+    assert infos[0].domain == DOMAIN
+    return infos[0]
+
+
+async def rejected(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> error_details_pb2.ErrorInfo:
+    """Await ``call``, expect it to fail with ``code`` and ErrorInfo ``reason``; return the ErrorInfo."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    assert caught.value.code() == code, caught.value.details()
+    info = error_info(caught.value)
+    assert info.reason == reason, info
+    return info
+
+
+async def follow(stub: Stub, follower: int, followee: int) -> int:
+    """Follow; the FollowState the service answered."""
+    return int((await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))).state)
+
+
+async def unfollow(stub: Stub, follower: int, followee: int) -> None:
+    await stub.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
+
+
+async def block(stub: Stub, blocker: int, blocked_id: int) -> None:
+    await stub.Block(pb.BlockRequest(blocker_id=blocker, blocked_id=blocked_id))
+
+
+async def unblock(stub: Stub, blocker: int, blocked_id: int) -> None:
+    await stub.Unblock(pb.UnblockRequest(blocker_id=blocker, blocked_id=blocked_id))
+
+
+async def set_private(stub: Stub, user: int, private: bool) -> None:
+    await stub.SetPrivacy(pb.SetPrivacyRequest(user_id=user, private=private))
+
+
+async def accept(stub: Stub, user: int, requester: int) -> None:
+    await stub.AcceptFollowRequest(pb.AcceptFollowRequestRequest(user_id=user, requester_id=requester))
+
+
+async def reject(stub: Stub, user: int, requester: int) -> None:
+    await stub.RejectFollowRequest(pb.RejectFollowRequestRequest(user_id=user, requester_id=requester))
+
+
+async def remove_follower(stub: Stub, user: int, follower_id: int) -> None:
+    await stub.RemoveFollower(pb.RemoveFollowerRequest(user_id=user, follower_id=follower_id))
 
 
 @contextlib.asynccontextmanager

@@ -175,7 +175,31 @@ class DynamoEdgeStore:
         return {target: PairState(*(at.get(_ident(k)) for k in _pair_keys(actor, target))) for target in wanted}
 
     async def _pair(self, actor: int, target: int) -> PairState:
-        return (await self.pair_states(actor, [target]))[target]
+        """The pair's items as one serializable snapshot (TransactGetItems), for the writes that
+        decide from it: a BatchGetItem reads each item consistently but not all at one instant,
+        so it could see a concurrent accept's request already gone and its edge not yet made."""
+        gets = [
+            {
+                "Get": {
+                    "TableName": self._followers,
+                    "Key": k,
+                    "ProjectionExpression": "#at",
+                    "ExpressionAttributeNames": {"#at": "at"},
+                }
+            }
+            for k in _pair_keys(actor, target)
+        ]
+        for attempt in range(MAX_TX_ATTEMPTS):
+            try:
+                response = await self._dynamo.call("transact_get_items", TransactItems=gets)
+            except ClientError as exc:
+                if error_code(exc) != "TransactionCanceledException":
+                    raise
+                await _backoff(attempt)  # a write of these items was in flight: read again
+                continue
+            found = [r.get("Item") for r in response["Responses"]]
+            return PairState(*(int(i["at"]["N"]) if i else None for i in found))
+        raise Unavailable("DynamoDB kept cancelling a relationship read")
 
     def _edge_puts(self, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
         created, reverse = Edge(follower_id, at_us), Edge(followee_id, at_us)

@@ -8,48 +8,25 @@ import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from socialgraph.v1 import social_graph_pb2 as pb
 
+from tests.graph_calls import rejected
 from tests.servers import eventually
 
 if TYPE_CHECKING:
     # The async stub type exists only for type checkers; at run time the stub is the generated class.
     from socialgraph.v1.social_graph_pb2_grpc import SocialGraphServiceAsyncStub as Stub
 
-DOMAIN = "socialgraph.v1"
 MAX_ID = 2**64 - 1
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 # A small graph: 1 -> 2, 3 -> 2, 4 -> 2, 2 -> 5, 2 -> 6, 1 -> 5, 6 -> 1.
 EDGES = [(1, 2), (3, 2), (4, 2), (2, 5), (2, 6), (1, 5), (6, 1)]
 USERS = range(1, 8)  # 7 has no edges at all
-
-
-async def rejected(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> error_details_pb2.ErrorInfo:
-    """Await ``call``, expect it to fail with ``code``, and return its ErrorInfo (checking reason and domain)."""
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    error = caught.value
-    assert error.code() == code, error.details()
-    status = rpc_status.from_call(cast("grpc.Call", error))  # an AioRpcError has the methods it reads
-    assert status is not None, "the error carries no google.rpc.Status"
-    assert status.code == code.value[0]
-    infos = []
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            infos.append(info)
-    assert len(infos) == 1, f"expected exactly one ErrorInfo, got {infos}"
-    assert infos[0].reason == reason
-    assert infos[0].domain == DOMAIN
-    return infos[0]
 
 
 async def walk(page: Callable[[str], Awaitable[tuple[list[int], str]]]) -> list[int]:

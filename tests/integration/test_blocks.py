@@ -11,13 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import grpc
 import pytest
 import redis.asyncio as aioredis
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
 
@@ -27,10 +25,27 @@ from graph_service.server import RunningServer
 from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables
 from tests.conftest import make_settings, running_counters, running_server, stub_for
-from tests.graph_calls import Pair, Stub, all_counts, counts_of, ids, is_following, truth_stub
+from tests.graph_calls import (
+    Pair,
+    Stub,
+    accept,
+    all_counts,
+    block,
+    counts_of,
+    error_info,
+    follow,
+    ids,
+    is_following,
+    reject,
+    rejected,
+    remove_follower,
+    set_private,
+    truth_stub,
+    unblock,
+    unfollow,
+)
 from tests.servers import eventually
 
-DOMAIN = "socialgraph.v1"
 FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
 Flags = frozenset[str]
 NONE: Flags = frozenset()
@@ -81,30 +96,6 @@ async def env(request: pytest.FixtureRequest, dynamodb_local: str) -> AsyncItera
 # -- calls ----------------------------------------------------------------------------------------
 
 
-def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
-    status = rpc_status.from_call(cast("grpc.Call", error))
-    assert status is not None, f"no google.rpc.Status on {error.code()}: {error.details()}"
-    infos = []
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            infos.append(info)
-    assert len(infos) == 1, f"expected exactly one ErrorInfo, got {infos}"
-    assert infos[0].domain == DOMAIN
-    return infos[0]
-
-
-async def rejected(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> error_details_pb2.ErrorInfo:
-    """Await ``call``, expect ``code`` with ErrorInfo ``reason``; return the ErrorInfo."""
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    assert caught.value.code() == code, caught.value.details()
-    info = error_info(caught.value)
-    assert info.reason == reason
-    return info
-
-
 async def blocked(stub: Stub, follower: int, followee: int) -> None:
     """Follow fails FAILED_PRECONDITION / BLOCKED, naming both accounts."""
     info = await rejected(
@@ -114,38 +105,6 @@ async def blocked(stub: Stub, follower: int, followee: int) -> None:
     )
     assert info.metadata["follower_id"] == str(follower)
     assert info.metadata["followee_id"] == str(followee)
-
-
-async def follow(stub: Stub, follower: int, followee: int) -> int:
-    return int((await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))).state)
-
-
-async def unfollow(stub: Stub, follower: int, followee: int) -> None:
-    await stub.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
-
-
-async def block(stub: Stub, blocker: int, blocked_id: int) -> None:
-    await stub.Block(pb.BlockRequest(blocker_id=blocker, blocked_id=blocked_id))
-
-
-async def unblock(stub: Stub, blocker: int, blocked_id: int) -> None:
-    await stub.Unblock(pb.UnblockRequest(blocker_id=blocker, blocked_id=blocked_id))
-
-
-async def set_private(stub: Stub, user: int, private: bool) -> None:
-    await stub.SetPrivacy(pb.SetPrivacyRequest(user_id=user, private=private))
-
-
-async def accept(stub: Stub, user: int, requester: int) -> None:
-    await stub.AcceptFollowRequest(pb.AcceptFollowRequestRequest(user_id=user, requester_id=requester))
-
-
-async def reject(stub: Stub, user: int, requester: int) -> None:
-    await stub.RejectFollowRequest(pb.RejectFollowRequestRequest(user_id=user, requester_id=requester))
-
-
-async def remove_follower(stub: Stub, user: int, follower_id: int) -> None:
-    await stub.RemoveFollower(pb.RemoveFollowerRequest(user_id=user, follower_id=follower_id))
 
 
 def flags_of(relationship: pb.Relationship) -> Flags:

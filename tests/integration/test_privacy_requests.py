@@ -12,12 +12,10 @@ import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import cast
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
 
@@ -27,10 +25,25 @@ from graph_service.models import Direction
 from graph_service.server import RunningServer
 from graph_service.settings import Settings
 from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
-from tests.graph_calls import Stub, all_counts, cache_client, counts, counts_of, ids, is_following, truth_stub
+from tests.graph_calls import (
+    Stub,
+    accept,
+    all_counts,
+    cache_client,
+    counts,
+    counts_of,
+    error_info,
+    follow,
+    ids,
+    is_following,
+    reject,
+    rejected,
+    set_private,
+    truth_stub,
+    unfollow,
+)
 from tests.servers import eventually
 
-DOMAIN = "socialgraph.v1"
 REQUESTED = pb.FOLLOW_STATE_REQUESTED
 FOLLOWING = pb.FOLLOW_STATE_FOLLOWING
 FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
@@ -50,26 +63,6 @@ async def truth(settings: Settings) -> AsyncIterator[Stub]:
 def readers(stub: Stub, truth: Stub) -> dict[str, Stub]:
     """The cached server and the DynamoDB one: every key check runs on both."""
     return {"cached": stub, "truth": truth}
-
-
-async def follow(stub: Stub, follower: int, followee: int) -> int:
-    return (await stub.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))).state
-
-
-async def unfollow(stub: Stub, follower: int, followee: int) -> None:
-    await stub.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
-
-
-async def set_private(stub: Stub, user: int, private: bool) -> None:
-    await stub.SetPrivacy(pb.SetPrivacyRequest(user_id=user, private=private))
-
-
-async def accept(stub: Stub, user: int, requester: int) -> None:
-    await stub.AcceptFollowRequest(pb.AcceptFollowRequestRequest(user_id=user, requester_id=requester))
-
-
-async def reject(stub: Stub, user: int, requester: int) -> None:
-    await stub.RejectFollowRequest(pb.RejectFollowRequestRequest(user_id=user, requester_id=requester))
 
 
 async def request_page(stub: Stub, user: int, page_size: int = 0, token: str = "") -> tuple[list[Request], str]:
@@ -110,28 +103,6 @@ def flags(**set_: bool) -> dict[str, bool]:
     """A relationship with the named flags set and every other flag clear."""
     assert set(set_) <= set(FLAGS)
     return {flag: set_.get(flag, False) for flag in FLAGS}
-
-
-async def rejected(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> None:
-    """Await ``call`` and expect ``code`` with one ErrorInfo of ``reason``."""
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call
-    assert reason_of(caught.value) == (code, reason)
-
-
-def reason_of(error: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str]:
-    """The status code and the single ErrorInfo reason (in this service's domain) of a failed call."""
-    status = rpc_status.from_call(cast("grpc.Call", error))
-    assert status is not None, f"no google.rpc.Status on {error.code()}: {error.details()}"
-    infos = []
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            infos.append(info)
-    assert len(infos) == 1, f"expected exactly one ErrorInfo, got {infos}"
-    assert infos[0].domain == DOMAIN
-    return error.code(), infos[0].reason
 
 
 # -- checks -------------------------------------------------------------------------------------
@@ -433,7 +404,7 @@ async def test_accept_racing_withdraw_or_reject_leaves_an_edge_counted_once_or_n
                 try:
                     await accept(own, user, requester)
                 except grpc.aio.AioRpcError as error:
-                    outcomes.append(reason_of(error))
+                    outcomes.append((error.code(), error_info(error).reason))
                 else:
                     outcomes.append("accepted")
 

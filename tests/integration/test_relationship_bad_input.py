@@ -27,8 +27,8 @@ from graph_service.models import Direction, Edge
 from graph_service.page_tokens import PageTokenCodec
 from graph_service.store.tables import ensure_tables
 from tests.conftest import make_settings, running_server, stub_for
-from tests.graph_calls import Stub, ids, truth_stub
-from tests.integration.test_blocks import Flags, Model, rejected, relationships, requests_of
+from tests.graph_calls import Stub, ids, rejected, truth_stub
+from tests.integration.test_blocks import Flags, Model, relationships, requests_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
