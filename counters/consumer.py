@@ -70,9 +70,9 @@ class CacheRepairer:
             return
         for a, b in pairs:
             if a == b:
-                await self._cache.drop_private(a)
+                await self._cache.drop_private(a, essential=False)
             else:
-                await self._cache.touch_pair(a, b)
+                await self._cache.touch_pair(a, b, essential=False)
 
     async def redo(self, changes: list[EdgeChange]) -> bool:
         """Repeat a repair with counters read afresh (the values committed since are newer anyway)."""

@@ -75,9 +75,10 @@ class GraphCache:
     async def _try(self, call: Callable[[], Awaitable[T]], *, essential: bool = False) -> tuple[bool, T | None]:
         """Run one Redis call; (False, None) if Redis failed or the breaker is open.
 
-        ``essential`` calls (invalidations after a committed write) are tried even while the
-        breaker is open: other replicas may still read the entries they drop, so skipping one
-        would leave a stale entry behind for as long as it stays owed.
+        ``essential`` calls (a replica's write-through after a committed write) are tried even
+        while the breaker is open: other replicas may still read the entries they drop, so
+        skipping one would leave a stale entry behind for as long as it stays owed. The price:
+        while Redis hangs, each write waits up to the Redis timeout for its invalidation.
         """
         if not essential and time.monotonic() < self._down_until:
             return False, None
@@ -146,12 +147,18 @@ class GraphCache:
             (followee_id, keys.epoch(followee_id), Direction.FOLLOWERS, follower_id),
         ]
 
-    async def _in_both_slots(self, calls: list[Callable[[], Awaitable[object]]]) -> bool:
-        results = await asyncio.gather(*(self._try(call, essential=True) for call in calls))
+    async def _in_both_slots(self, calls: list[Callable[[], Awaitable[object]]], *, essential: bool = False) -> bool:
+        results = await asyncio.gather(*(self._try(call, essential=essential) for call in calls))
         return all(ok for ok, _ in results)
 
     async def _on_both_sides(
-        self, script: AsyncScript, follower_id: int, followee_id: int, args: Callable[[int], list[str | int]]
+        self,
+        script: AsyncScript,
+        follower_id: int,
+        followee_id: int,
+        args: Callable[[int], list[str | int]],
+        *,
+        essential: bool = False,
     ) -> bool:
         """Run an edge script (KEYS as ``scripts.WRITE_EDGE``) in each user's slot. ``args(other)``
         builds the ARGV for the side whose list holds ``other``."""
@@ -167,7 +174,8 @@ class GraphCache:
             ]
             return lambda: script(keys=edge_keys, args=args(other))
 
-        return await self._in_both_slots([call(*side) for side in self._sides(follower_id, followee_id)])
+        calls = [call(*side) for side in self._sides(follower_id, followee_id)]
+        return await self._in_both_slots(calls, essential=essential)
 
     def _dropping(self, owner: int, *stale: str) -> Callable[[], Awaitable[object]]:
         return lambda: self._drop(keys=[keys.epoch(owner), *stale])
@@ -184,16 +192,17 @@ class GraphCache:
             member = "" if at_us is None else Edge(other, at_us).position
             return [add, member, self._list_limit, now_ms, TOMBSTONE_MS]
 
-        if not await self._on_both_sides(self._write_edge, follower_id, followee_id, args):
+        if not await self._on_both_sides(self._write_edge, follower_id, followee_id, args, essential=True):
             self._owe(follower_id, followee_id)
 
-    async def touch_pair(self, a: int, b: int) -> None:
-        """Write-through after a committed request or block change between ``a`` and ``b``."""
+    async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> None:
+        """Write-through after a committed request or block change between ``a`` and ``b``.
+        The consumer passes ``essential=False``: it has the stream to repeat from."""
         calls = [
             self._dropping(a, keys.relationship(a, b), keys.suggestions(a)),
             self._dropping(b, keys.relationship(b, a), keys.suggestions(b)),
         ]
-        if not await self._in_both_slots(calls):
+        if not await self._in_both_slots(calls, essential=essential):
             self._owe(a, b)
 
     async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
@@ -258,9 +267,9 @@ class GraphCache:
             lambda: self._fill(keys=[keys.epoch(user_id), keys.privacy(user_id)], args=[seen, int(private), self._ttl])
         )
 
-    async def drop_private(self, user_id: int) -> None:
+    async def drop_private(self, user_id: int, *, essential: bool = True) -> None:
         """Write-through after a committed privacy change."""
-        ok, _ = await self._try(self._dropping(user_id, keys.privacy(user_id)), essential=True)
+        ok, _ = await self._try(self._dropping(user_id, keys.privacy(user_id)), essential=essential)
         if not ok:
             self._owe(user_id, user_id)
 
