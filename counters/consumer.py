@@ -66,13 +66,17 @@ class CacheRepairer:
         """Drop cached relationship and privacy entries of pairs whose requests or blocks changed.
         A drop Redis refuses is owed by the cache in memory and delivered when Redis answers;
         a consumer that stops before that leaves them to their TTL."""
-        if self._cache is None:
+        cache = self._cache
+        if cache is None:
             return
-        for a, b in pairs:
+
+        async def drop(a: int, b: int) -> None:
             if a == b:
-                await self._cache.drop_private(a, essential=False)
+                await cache.drop_private(a, essential=False)
             else:
-                await self._cache.touch_pair(a, b, essential=False)
+                await cache.touch_pair(a, b, essential=False)
+
+        await asyncio.gather(*(drop(a, b) for a, b in pairs))
 
     async def redo(self, changes: list[EdgeChange]) -> bool:
         """Repeat a repair with counters read afresh (the values committed since are newer anyway)."""

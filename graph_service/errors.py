@@ -65,7 +65,9 @@ class SelfRelation(DomainError):
     reason = "SELF_RELATION"
 
     def __init__(self, user_id: int) -> None:
-        super().__init__("both accounts are the same", user_id=str(user_id))
+        super().__init__(
+            f"both IDs name account {user_id}; the call needs two different accounts", user_id=str(user_id)
+        )
 
 
 class Blocked(DomainError):
@@ -88,7 +90,7 @@ class RequestNotFound(DomainError):
 
     def __init__(self, user_id: int, requester_id: int) -> None:
         super().__init__(
-            "there is no pending follow request from requester_id",
+            f"account {user_id} has no pending follow request from account {requester_id}",
             user_id=str(user_id),
             requester_id=str(requester_id),
         )

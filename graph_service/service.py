@@ -24,7 +24,7 @@ from graph_service.intersections import Intersections
 from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage, FollowState, Relationship
 from graph_service.page_tokens import PageTokenCodec
 from graph_service.settings import Settings
-from graph_service.store.edge_store import EdgeStore
+from graph_service.store.edge_store import AccountIsPrivate, EdgeStore
 from graph_service.suggestions import MAX_SUGGESTIONS, Suggester, Suggestion
 
 __all__ = ["FollowState", "GraphService", "Page"]
@@ -79,9 +79,12 @@ class GraphService:
             result.created
             and result.state is FollowState.REQUESTED
             and not await self._store.is_private(followee_id, consistent=True)
-            and await self._store.accept_request(followee_id, follower_id) is not None
         ):
-            return FollowState.FOLLOWING
+            try:
+                if await self._store.accept_request(followee_id, follower_id, while_public=True) is not None:
+                    return FollowState.FOLLOWING
+            except AccountIsPrivate:
+                pass  # private again already: the request stands
         return result.state
 
     async def unfollow(self, follower_id: int, followee_id: int) -> None:
@@ -116,7 +119,16 @@ class GraphService:
             page = await self._store.list_requests(user_id, SWEEP_BATCH, None)
             if not page.entries:
                 break
-            await asyncio.gather(*(self._store.accept_request(user_id, e.user_id) for e in page.entries))
+            outcomes = await asyncio.gather(
+                *(self._store.accept_request(user_id, e.user_id, while_public=True) for e in page.entries),
+                return_exceptions=True,
+            )
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            if any(isinstance(f, AccountIsPrivate) for f in failures):
+                log.info("pending_requests_sweep_stopped_account_private", user_id=user_id, accepted=accepted)
+                return  # a later SetPrivacy(private) won: the remaining requests stay pending
+            if failures:
+                raise failures[0]
             accepted += len(page.entries)
         if accepted:
             log.info("pending_requests_accepted", user_id=user_id, count=accepted)

@@ -111,6 +111,17 @@ class Settings:
             raise SettingsError("SG_DEFAULT_PAGE_SIZE must be between 1 and SG_MAX_PAGE_SIZE")
         if self.max_batch_size < 1 or self.adjacency_cache_limit < 0 or self.cache_ttl_seconds < 1:
             raise SettingsError("batch size, cache limit and TTL must be positive")
+        at_least_one = {
+            "SG_REDIS_MAX_CONNECTIONS": self.redis_max_connections,
+            "SG_SUGGEST_FOLLOWEE_SAMPLE": self.suggest_followee_sample,
+            "SG_SUGGEST_PER_FOLLOWEE": self.suggest_per_followee,
+            "SG_SUGGEST_CACHE_TTL_SECONDS": self.suggest_cache_ttl_seconds,
+        }
+        for name, value in at_least_one.items():
+            if value < 1:
+                raise SettingsError(f"{name} must be at least 1")
+        if self.intersection_candidate_limit < 0:
+            raise SettingsError("SG_INTERSECTION_CANDIDATE_LIMIT must not be negative")
         if len(self.table_prefix) > 200:
             raise SettingsError("SG_TABLE_PREFIX is too long")
 

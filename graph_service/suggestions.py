@@ -63,7 +63,10 @@ class Suggester:
         if not followees:
             return []
         pages = await asyncio.gather(
-            *(self._store.list_edges(Direction.FOLLOWING, f.user_id, self._per_followee, None) for f in followees)
+            *(
+                self._store.list_edges(Direction.FOLLOWING, f.user_id, self._per_followee, None, warm=False)
+                for f in followees
+            )
         )
         tally = Counter(e.user_id for page in pages for e in page.entries if e.user_id != user_id)
         ranked = sorted(tally.items(), key=lambda item: (-item[1], item[0]))

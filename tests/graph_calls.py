@@ -29,7 +29,7 @@ Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]  # (follower_id, followee_id)
 Entry = tuple[int, int]  # (user_id, followed_at in microseconds)
 DOMAIN = "socialgraph.v1"
-KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl):(\d+)|(fl|fg|cnt|ep|pv|sg))(:fill:.*|:gone)?$")
+KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl):(\d+)|(fl|fg|cnt|ep|pe|pv|sg))(:fill:.*|:gone)?$")
 
 
 # -- calls --------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ async def assert_cache_agrees(
             assert match, f"unexpected cache key {key}"
             owner, pair_kind, other, kind, suffix = match.groups()
             user = int(owner)
-            if kind in ("ep", "pv", "sg") or (suffix or "").startswith(":fill:"):
+            if kind in ("ep", "pe", "pv", "sg") or (suffix or "").startswith(":fill:"):
                 continue  # privacy and suggestions are checked by the relationship tests
             if pair_kind == "rl":  # these storms make edges only: the other four flags stay clear
                 value = await client.get(key)

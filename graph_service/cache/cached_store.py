@@ -50,8 +50,10 @@ class CachedEdgeStore:
         await self.cache.write_edge(follower_id, followee_id, removal.edge_at, following=False)
         return removal
 
-    async def accept_request(self, user_id: int, requester_id: int) -> FollowResult | None:
-        result = await self._store.accept_request(user_id, requester_id)
+    async def accept_request(
+        self, user_id: int, requester_id: int, *, while_public: bool = False
+    ) -> FollowResult | None:
+        result = await self._store.accept_request(user_id, requester_id, while_public=while_public)
         if result is not None:
             await self.cache.write_edge(requester_id, user_id, result.at_us, following=True)
         return result
@@ -90,7 +92,7 @@ class CachedEdgeStore:
         cached = await self.cache.get_private(user_id)
         if cached is not None:
             return cached
-        seen = await self.cache.epoch(user_id)
+        seen = await self.cache.privacy_epoch(user_id)
         private = await self._store.is_private(user_id)
         if seen is not None:
             await self.cache.fill_private(user_id, private, seen)
@@ -116,11 +118,13 @@ class CachedEdgeStore:
             await self.cache.fill_follow_state(follower_id, followee_id, following, seen)
         return following
 
-    async def list_edges(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
+    async def list_edges(
+        self, direction: Direction, user_id: int, limit: int, after: Cursor | None, *, warm: bool = True
+    ) -> EdgePage:
         cached = await self.cache.read_list(direction, user_id, limit, after)
         if cached is not None:
             return cached
-        seen = await self.cache.epoch(user_id)
+        seen = await self.cache.epoch(user_id) if warm else None
         page = await self._store.list_edges(direction, user_id, limit, after)
         if seen is not None and after is None:
             if not page.has_more:

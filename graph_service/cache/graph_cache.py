@@ -115,9 +115,17 @@ class GraphCache:
 
     async def epoch(self, user_id: int) -> str | None:
         """The user's epoch before a store read, or None if a fill must not be tried."""
+        return await self._read_epoch(keys.epoch(user_id))
+
+    async def privacy_epoch(self, user_id: int) -> str | None:
+        """The epoch of the user's privacy flag, bumped only by privacy changes: the flag of a
+        much-followed account would seldom fill under the user's epoch, which every follow bumps."""
+        return await self._read_epoch(keys.privacy_epoch(user_id))
+
+    async def _read_epoch(self, key: str) -> str | None:
         if not self.trusted:
             return None
-        ok, value = await self._try(lambda: self._redis.get(keys.epoch(user_id)))
+        ok, value = await self._try(lambda: self._redis.get(key))
         return str(value or "0") if ok else None
 
     async def get_follow_state(self, follower_id: int, followee_id: int) -> bool | None:
@@ -214,7 +222,10 @@ class GraphCache:
 
     async def invalidate_edge(self, follower_id: int, followee_id: int) -> bool:
         """Drop every entry a change between the two users may have made stale, in both slots
-        (tombstones are kept: they only ever stop a stale add)."""
+        (tombstones are kept: they only ever stop a stale add). ``(u, u)`` is a privacy change of u."""
+        if follower_id == followee_id:
+            ok, _ = await self._try(self._dropping_privacy(follower_id))
+            return ok
         calls = [
             self._dropping(
                 owner,
@@ -264,12 +275,17 @@ class GraphCache:
 
     async def fill_private(self, user_id: int, private: bool, seen: str) -> None:
         await self._try(
-            lambda: self._fill(keys=[keys.epoch(user_id), keys.privacy(user_id)], args=[seen, int(private), self._ttl])
+            lambda: self._fill(
+                keys=[keys.privacy_epoch(user_id), keys.privacy(user_id)], args=[seen, int(private), self._ttl]
+            )
         )
+
+    def _dropping_privacy(self, user_id: int) -> Callable[[], Awaitable[object]]:
+        return lambda: self._drop(keys=[keys.privacy_epoch(user_id), keys.privacy(user_id)])
 
     async def drop_private(self, user_id: int, *, essential: bool = True) -> None:
         """Write-through after a committed privacy change."""
-        ok, _ = await self._try(self._dropping(user_id, keys.privacy(user_id)), essential=essential)
+        ok, _ = await self._try(self._dropping_privacy(user_id), essential=essential)
         if not ok:
             self._owe(user_id, user_id)
 

@@ -14,6 +14,7 @@ __all__ = [
     "list_tmp",
     "list_tombstones",
     "privacy",
+    "privacy_epoch",
     "relationship",
     "suggestions",
 ]
@@ -64,3 +65,8 @@ def privacy(user_id: int) -> str:
 def suggestions(user_id: int) -> str:
     """The user's ranked follow suggestions (JSON), kept for a short TTL."""
     return f"{PREFIX}:{{{user_id}}}:sg"
+
+
+def privacy_epoch(user_id: int) -> str:
+    """Bumped by every privacy change of the user; guards fills of ``privacy``."""
+    return f"{PREFIX}:{{{user_id}}}:pe"

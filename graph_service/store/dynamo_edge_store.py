@@ -33,6 +33,7 @@ from graph_service.models import (
 from graph_service.settings import Settings
 from graph_service.store import items as it
 from graph_service.store.dynamo_client import AsyncDynamo, cancellation_codes, error_code
+from graph_service.store.edge_store import AccountIsPrivate
 from graph_service.store.tables import FOLLOWERS, FOLLOWING, USERS
 
 __all__ = ["DynamoEdgeStore", "PairState", "parse_counts"]
@@ -266,8 +267,14 @@ class DynamoEdgeStore:
             # What failed the transaction is gone again (a racing unfollow or reject): go again.
         raise Unavailable("follow kept racing concurrent writes")
 
-    async def accept_request(self, user_id: int, requester_id: int) -> FollowResult | None:
-        """Turn the pending request into an edge; the edge if there is one already, else None."""
+    async def accept_request(
+        self, user_id: int, requester_id: int, *, while_public: bool = False
+    ) -> FollowResult | None:
+        """Turn the pending request into an edge; the edge if there is one already, else None.
+
+        ``while_public`` adds a condition on the settings item, so an accept made on behalf of a
+        public account (the sweep of SetPrivacy, a follower's own re-check) cannot commit after
+        the account turned private again."""
         for _ in range(MAX_TX_ATTEMPTS):
             requested_at = await self._get_at(it.key(it.REQUEST, user_id, requester_id))
             if requested_at is None:
@@ -277,8 +284,23 @@ class DynamoEdgeStore:
             elements = self._request_deletes(requester_id, user_id, requested_at) + self._edge_puts(
                 requester_id, user_id, at
             )
-            if await self._transact(elements) is None:
+            if while_public:
+                elements.append(
+                    {
+                        "ConditionCheck": {
+                            "TableName": self._followers,
+                            "Key": it.settings_key(user_id),
+                            "ConditionExpression": "attribute_not_exists(#p) OR #p = :public",
+                            "ExpressionAttributeNames": {"#p": "private"},
+                            "ExpressionAttributeValues": {":public": {"BOOL": False}},
+                        }
+                    }
+                )
+            codes = await self._transact(elements)
+            if codes is None:
                 return FollowResult(True, at)
+            if while_public and codes[-1] == "ConditionalCheckFailed":
+                raise AccountIsPrivate(user_id)
         raise Unavailable("accept kept racing concurrent writes")
 
     async def reject_request(self, user_id: int, requester_id: int) -> int | None:
@@ -390,7 +412,9 @@ class DynamoEdgeStore:
             query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
 
-    async def list_edges(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
+    async def list_edges(
+        self, direction: Direction, user_id: int, limit: int, after: Cursor | None, *, warm: bool = True
+    ) -> EdgePage:
         return await self._list_order(self._table(direction), user_id, it.EDGE_ORDER, limit, after)
 
     async def list_requests(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:

@@ -7,7 +7,11 @@ from typing import Protocol
 
 from graph_service.models import BlockResult, Counts, Cursor, Direction, EdgePage, FollowResult, Relationship, Removal
 
-__all__ = ["EdgeStore"]
+__all__ = ["AccountIsPrivate", "EdgeStore"]
+
+
+class AccountIsPrivate(Exception):
+    """An accept made ``while_public`` found the account private: the request stays pending."""
 
 
 class EdgeStore(Protocol):
@@ -20,8 +24,11 @@ class EdgeStore(Protocol):
         """Remove the edge and withdraw a pending request, whichever exist."""
         ...
 
-    async def accept_request(self, user_id: int, requester_id: int) -> FollowResult | None:
-        """Turn a pending request into an edge; the existing edge if it was accepted before; None if neither."""
+    async def accept_request(
+        self, user_id: int, requester_id: int, *, while_public: bool = False
+    ) -> FollowResult | None:
+        """Turn a pending request into an edge; the existing edge if it was accepted before; None if neither.
+        ``while_public``: only if the account is public at the commit, else ``AccountIsPrivate``."""
         ...
 
     async def reject_request(self, user_id: int, requester_id: int) -> int | None:
@@ -52,8 +59,11 @@ class EdgeStore(Protocol):
         """Store the account's privacy setting (requests are not touched here)."""
         ...
 
-    async def list_edges(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
-        """Up to ``limit`` entries, newest first, strictly after ``after``."""
+    async def list_edges(
+        self, direction: Direction, user_id: int, limit: int, after: Cursor | None, *, warm: bool = True
+    ) -> EdgePage:
+        """Up to ``limit`` entries, newest first, strictly after ``after``. ``warm=False``: a
+        bulk reader's call, which must not start filling the whole list into a cache."""
         ...
 
     async def list_requests(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:

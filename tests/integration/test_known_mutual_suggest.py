@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.bootstrap import build_store
@@ -35,8 +33,8 @@ from graph_service.service import GraphService
 from graph_service.settings import Settings
 from graph_service.store.edge_store import EdgeStore
 from graph_service.suggestions import Suggester
-from tests.conftest import running_server, stub_for
-from tests.graph_calls import Entry, Pair, whole_list
+from tests.conftest import running_counters, running_server, stub_for
+from tests.graph_calls import Entry, Pair, error_info, whole_list
 from tests.servers import eventually
 
 if TYPE_CHECKING:
@@ -147,14 +145,7 @@ async def error_reason(call: Awaitable[Any], code: grpc.StatusCode) -> str:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
     assert caught.value.code() == code, caught.value.details()
-    status = rpc_status.from_call(cast("grpc.Call", caught.value))
-    assert status is not None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return str(info.reason)
-    raise AssertionError("no ErrorInfo")
+    return str(error_info(caught.value).reason)
 
 
 async def settle_counts(stub: Stub, expected: dict[int, tuple[int, int]]) -> None:
@@ -386,6 +377,37 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+async def test_candidate_load_gives_up_past_the_limit_when_counts_lag(settings: Settings) -> None:
+    """The counters say the viewer follows 1 (the consumer is stopped) but it follows 5, above the
+    candidate limit of 3: the load stops past the limit and the page comes from walking the
+    followers instead, still exact."""
+    limited = replace(settings, intersection_candidate_limit=3)
+    store, cache = build_store(limited)
+    proxy = CountingStore(store)
+    service = GraphService(cast("EdgeStore", proxy), limited, Suggester(cast("EdgeStore", proxy), cache, limited))
+    user, viewer = 1, 2
+    try:
+        async with running_counters(limited):
+            for fan in range(10, 20):
+                await service.follow(fan, user)
+            await service.follow(viewer, 10)
+
+            async def probe() -> dict[int, tuple[int, int]]:
+                return {u: (c.followers, c.following) for u, c in await service.batch_get_counts([user, viewer])}
+
+            await eventually(probe, lambda found: found == {user: (10, 0), viewer: (0, 1)})
+        for known in (11, 12, 13, 14):  # not counted: the consumer has stopped
+            await service.follow(viewer, known)
+        proxy.reset()
+        page = await service.list_known_followers(viewer, user, 0, "")
+        assert [e.user_id for e in page.entries] == [14, 13, 12, 11, 10]
+        assert page.next_page_token == ""
+        assert proxy.listed[(Direction.FOLLOWING, viewer)] == 1  # tried the candidates once, gave up
+        assert proxy.listed[(Direction.FOLLOWERS, user)] >= 1  # then walked the followers
+    finally:
+        await store.close()
 
 
 async def service_walk(fetch: Callable[[str], Awaitable[Any]]) -> list[Edge]:

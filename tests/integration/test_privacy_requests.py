@@ -554,6 +554,30 @@ async def test_privacy_flips_racing_follows_strand_no_request(
     assert await all_counts(truth, list(want)) == want
 
 
+async def test_a_sweep_overtaken_by_set_privacy_private_accepts_no_later_request(
+    stub: Stub, truth: Stub, server: RunningServer
+) -> None:
+    """SetPrivacy(false) sweeping many requests, then SetPrivacy(true) returns while the sweep still
+    runs, then a new follower asks: that new request is never accepted by the older sweep."""
+    user, late = 1200, 1999
+    askers = list(range(1201, 1501))  # three sweep pages
+    await set_private(stub, user, True)
+    for start in range(0, len(askers), 50):
+        await asyncio.gather(*(follow(stub, a, user) for a in askers[start : start + 50]))
+    async with stub_for(server.port) as sweeper:
+        sweep = asyncio.create_task(set_private(sweeper, user, False))
+        await eventually(lambda: ids(truth, Direction.FOLLOWERS, user), lambda got: len(got) > 0, interval=0.005)
+        await set_private(stub, user, True)  # returns while the sweep is still running
+        assert await follow(stub, late, user) == REQUESTED
+        await sweep
+    for name, reader in readers(stub, truth).items():
+        await assert_pending(reader, late, user, name)
+    accepted = set(await ids(truth, Direction.FOLLOWERS, user))
+    pending = set(await requesters(truth, user))
+    assert accepted | pending == {*askers, late}  # each asker exactly once: a follower or still asking
+    assert not accepted & pending
+
+
 # -- 10. relationships --------------------------------------------------------------------------
 
 

@@ -90,6 +90,11 @@ def test_unparseable_value_is_a_settings_error_naming_the_variable(name: str, ra
         {"SG_ADJACENCY_CACHE_LIMIT": "-1"},
         {"SG_CACHE_TTL_SECONDS": "0"},
         {"SG_TABLE_PREFIX": "p" * 201},
+        {"SG_REDIS_MAX_CONNECTIONS": "0"},
+        {"SG_SUGGEST_FOLLOWEE_SAMPLE": "0"},
+        {"SG_SUGGEST_PER_FOLLOWEE": "0"},
+        {"SG_SUGGEST_CACHE_TTL_SECONDS": "0"},
+        {"SG_INTERSECTION_CANDIDATE_LIMIT": "-1"},
     ],
     ids=[
         "default page 0",
@@ -101,6 +106,11 @@ def test_unparseable_value_is_a_settings_error_naming_the_variable(name: str, ra
         "cache limit negative",
         "ttl 0",
         "prefix too long",
+        "redis pool 0",
+        "suggestion sample 0",
+        "suggestions per followee 0",
+        "suggestion ttl 0",
+        "candidate limit negative",
     ],
 )
 def test_out_of_range_values_are_refused(env: dict[str, str]) -> None:
@@ -120,6 +130,11 @@ def test_edge_values_are_accepted() -> None:
             "SG_CACHE_TTL_SECONDS": "1",
             "SG_TABLE_PREFIX": "p" * 200,
             "SG_REDIS_URL": "",
+            "SG_REDIS_MAX_CONNECTIONS": "1",
+            "SG_SUGGEST_FOLLOWEE_SAMPLE": "1",
+            "SG_SUGGEST_PER_FOLLOWEE": "1",
+            "SG_SUGGEST_CACHE_TTL_SECONDS": "1",
+            "SG_INTERSECTION_CANDIDATE_LIMIT": "0",
         }
     )
     assert (settings.default_page_size, settings.max_page_size, settings.adjacency_cache_limit) == (1, 1, 0)

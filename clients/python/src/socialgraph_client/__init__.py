@@ -3,7 +3,7 @@
 from socialgraph_client.client import (
     Counts,
     FollowEntry,
-    FollowRequest,
+    PendingRequest,
     Relationship,
     SocialGraphClient,
     Suggestion,
@@ -13,7 +13,7 @@ from socialgraph_client.errors import SocialGraphError
 __all__ = [
     "Counts",
     "FollowEntry",
-    "FollowRequest",
+    "PendingRequest",
     "Relationship",
     "SocialGraphClient",
     "SocialGraphError",

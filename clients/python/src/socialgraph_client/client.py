@@ -14,7 +14,7 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from socialgraph_client.errors import SocialGraphError
 
-__all__ = ["Counts", "FollowEntry", "FollowRequest", "Relationship", "SocialGraphClient", "Suggestion"]
+__all__ = ["Counts", "FollowEntry", "PendingRequest", "Relationship", "SocialGraphClient", "Suggestion"]
 
 R = TypeVar("R")
 E = TypeVar("E")
@@ -27,7 +27,7 @@ class FollowEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class FollowRequest:
+class PendingRequest:
     user_id: int
     requested_at: datetime
 
@@ -217,7 +217,7 @@ class SocialGraphClient:
         ):
             yield entry
 
-    async def iter_follow_requests(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[FollowRequest]:
+    async def iter_follow_requests(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[PendingRequest]:
         """Incoming pending requests, newest first."""
         async for entry in self._walk(
             lambda token: self._call(
@@ -225,7 +225,7 @@ class SocialGraphClient:
                 pb.ListFollowRequestsRequest(user_id=user_id, page_size=page_size, page_token=token),
             ),
             "requests",
-            lambda r: FollowRequest(r.user_id, r.requested_at.ToDatetime(tzinfo=UTC)),
+            lambda r: PendingRequest(r.user_id, r.requested_at.ToDatetime(tzinfo=UTC)),
         ):
             yield entry
 

@@ -384,7 +384,7 @@ class BatchGetCountsRequest(_message.Message):
     USER_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Between 0 and 100 IDs, each > 0. Duplicates are answered once each."""
+        """Between 0 and 100 IDs, each > 0. A duplicate gets its own entry."""
 
     def __init__(
         self,
@@ -465,7 +465,7 @@ class GetRelationshipsRequest(_message.Message):
     """The account whose view is asked for. Required, > 0."""
     @_builtins.property
     def target_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Between 0 and 100 IDs, each > 0. Duplicates are answered once each."""
+        """Between 0 and 100 IDs, each > 0. A duplicate gets its own entry."""
 
     def __init__(
         self,
@@ -731,7 +731,9 @@ class Suggestion(_message.Message):
     user_id: _builtins.int
     """The suggested account."""
     score: _builtins.float
-    """mutual_count divided by the number of followees looked at, in (0, 1]."""
+    """mutual_count divided by the number of followees looked at (the user's
+    most recent followees, 200 by default), in (0, 1].
+    """
     mutual_count: _builtins.int
     """How many of the looked-at followees of user_id follow this account."""
     def __init__(

@@ -144,22 +144,25 @@ class SocialGraphServiceServicer:
     """
 
     def Follow(self, request, context):
-        """Makes follower_id follow followee_id. Idempotent: a repeat returns the
-        same state and is never counted twice.
+        """Makes follower_id follow followee_id (FOLLOWING), or, when followee_id is
+        private, makes a pending follow request (REQUESTED). Idempotent: a repeat
+        returns the same state and is never counted twice. FAILED_PRECONDITION
+        (BLOCKED) when either account blocks the other.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Unfollow(self, request, context):
-        """Removes the follow. Idempotent.
+        """Removes the follow and withdraws a pending request. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def IsFollowing(self, request, context):
-        """Strongly consistent: reflects every Follow/Unfollow that has returned.
+        """Strongly consistent: reflects every write that has returned (Follow,
+        Unfollow, AcceptFollowRequest, Block, RemoveFollower, SetPrivacy).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -227,7 +230,8 @@ class SocialGraphServiceServicer:
 
     def SetPrivacy(self, request, context):
         """Makes the account private (follows become requests) or public (pending
-        requests are accepted). Existing followers stay. Idempotent.
+        requests are accepted before the call returns; if it fails or times out,
+        call it again to finish). Existing followers stay. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -41,13 +41,17 @@ class SocialGraphServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> SocialGraphServiceAsyncStub: ...
     Follow: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.FollowRequest, _social_graph_pb2.FollowResponse]
-    """Makes follower_id follow followee_id. Idempotent: a repeat returns the
-    same state and is never counted twice.
+    """Makes follower_id follow followee_id (FOLLOWING), or, when followee_id is
+    private, makes a pending follow request (REQUESTED). Idempotent: a repeat
+    returns the same state and is never counted twice. FAILED_PRECONDITION
+    (BLOCKED) when either account blocks the other.
     """
     Unfollow: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.UnfollowRequest, _social_graph_pb2.UnfollowResponse]
-    """Removes the follow. Idempotent."""
+    """Removes the follow and withdraws a pending request. Idempotent."""
     IsFollowing: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.IsFollowingRequest, _social_graph_pb2.IsFollowingResponse]
-    """Strongly consistent: reflects every Follow/Unfollow that has returned."""
+    """Strongly consistent: reflects every write that has returned (Follow,
+    Unfollow, AcceptFollowRequest, Block, RemoveFollower, SetPrivacy).
+    """
     ListFollowers: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowersRequest, _social_graph_pb2.ListFollowersResponse]
     """Followers of user_id, newest first, paged (AIP-158)."""
     ListFollowing: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowingRequest, _social_graph_pb2.ListFollowingResponse]
@@ -73,7 +77,8 @@ class SocialGraphServiceStub:
     """
     SetPrivacy: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.SetPrivacyRequest, _social_graph_pb2.SetPrivacyResponse]
     """Makes the account private (follows become requests) or public (pending
-    requests are accepted). Existing followers stay. Idempotent.
+    requests are accepted before the call returns; if it fails or times out,
+    call it again to finish). Existing followers stay. Idempotent.
     """
     ListFollowRequests: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowRequestsRequest, _social_graph_pb2.ListFollowRequestsResponse]
     """Incoming pending follow requests of user_id, newest first, paged (AIP-158)."""
@@ -108,13 +113,17 @@ class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Follow: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.FollowRequest, _social_graph_pb2.FollowResponse]  # type: ignore[assignment]
-    """Makes follower_id follow followee_id. Idempotent: a repeat returns the
-    same state and is never counted twice.
+    """Makes follower_id follow followee_id (FOLLOWING), or, when followee_id is
+    private, makes a pending follow request (REQUESTED). Idempotent: a repeat
+    returns the same state and is never counted twice. FAILED_PRECONDITION
+    (BLOCKED) when either account blocks the other.
     """
     Unfollow: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.UnfollowRequest, _social_graph_pb2.UnfollowResponse]  # type: ignore[assignment]
-    """Removes the follow. Idempotent."""
+    """Removes the follow and withdraws a pending request. Idempotent."""
     IsFollowing: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.IsFollowingRequest, _social_graph_pb2.IsFollowingResponse]  # type: ignore[assignment]
-    """Strongly consistent: reflects every Follow/Unfollow that has returned."""
+    """Strongly consistent: reflects every write that has returned (Follow,
+    Unfollow, AcceptFollowRequest, Block, RemoveFollower, SetPrivacy).
+    """
     ListFollowers: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowersRequest, _social_graph_pb2.ListFollowersResponse]  # type: ignore[assignment]
     """Followers of user_id, newest first, paged (AIP-158)."""
     ListFollowing: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowingRequest, _social_graph_pb2.ListFollowingResponse]  # type: ignore[assignment]
@@ -140,7 +149,8 @@ class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
     """
     SetPrivacy: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.SetPrivacyRequest, _social_graph_pb2.SetPrivacyResponse]  # type: ignore[assignment]
     """Makes the account private (follows become requests) or public (pending
-    requests are accepted). Existing followers stay. Idempotent.
+    requests are accepted before the call returns; if it fails or times out,
+    call it again to finish). Existing followers stay. Idempotent.
     """
     ListFollowRequests: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListFollowRequestsRequest, _social_graph_pb2.ListFollowRequestsResponse]  # type: ignore[assignment]
     """Incoming pending follow requests of user_id, newest first, paged (AIP-158)."""
@@ -178,8 +188,10 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _social_graph_pb2.FollowRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_social_graph_pb2.FollowResponse, _abc.Awaitable[_social_graph_pb2.FollowResponse]]:
-        """Makes follower_id follow followee_id. Idempotent: a repeat returns the
-        same state and is never counted twice.
+        """Makes follower_id follow followee_id (FOLLOWING), or, when followee_id is
+        private, makes a pending follow request (REQUESTED). Idempotent: a repeat
+        returns the same state and is never counted twice. FAILED_PRECONDITION
+        (BLOCKED) when either account blocks the other.
         """
 
     @_abc_1.abstractmethod
@@ -188,7 +200,7 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _social_graph_pb2.UnfollowRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_social_graph_pb2.UnfollowResponse, _abc.Awaitable[_social_graph_pb2.UnfollowResponse]]:
-        """Removes the follow. Idempotent."""
+        """Removes the follow and withdraws a pending request. Idempotent."""
 
     @_abc_1.abstractmethod
     def IsFollowing(
@@ -196,7 +208,9 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _social_graph_pb2.IsFollowingRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_social_graph_pb2.IsFollowingResponse, _abc.Awaitable[_social_graph_pb2.IsFollowingResponse]]:
-        """Strongly consistent: reflects every Follow/Unfollow that has returned."""
+        """Strongly consistent: reflects every write that has returned (Follow,
+        Unfollow, AcceptFollowRequest, Block, RemoveFollower, SetPrivacy).
+        """
 
     @_abc_1.abstractmethod
     def ListFollowers(
@@ -276,7 +290,8 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_social_graph_pb2.SetPrivacyResponse, _abc.Awaitable[_social_graph_pb2.SetPrivacyResponse]]:
         """Makes the account private (follows become requests) or public (pending
-        requests are accepted). Existing followers stay. Idempotent.
+        requests are accepted before the call returns; if it fails or times out,
+        call it again to finish). Existing followers stay. Idempotent.
         """
 
     @_abc_1.abstractmethod
