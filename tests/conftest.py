@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import boto3
 import grpc
 import pytest
 import redis
@@ -26,7 +27,7 @@ from graph_service.localstack.processes import (
 from graph_service.logging import configure_logging
 from graph_service.server import RunningServer, start_server
 from graph_service.settings import Settings
-from graph_service.store.tables import ensure_tables
+from graph_service.store.tables import ensure_tables, table_specs
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
@@ -89,11 +90,22 @@ def redis_url(redis_node: ManagedProcess) -> str:
 
 
 @pytest.fixture
-async def settings(dynamodb_local: str, redis_url: str) -> Settings:
-    """Fresh tables (a unique prefix) in the shared DynamoDB Local, and a flushed Redis."""
+async def settings(dynamodb_local: str, redis_url: str) -> AsyncIterator[Settings]:
+    """Fresh tables (a unique prefix) in the shared DynamoDB Local, and a flushed Redis.
+
+    The tables are deleted afterwards: a DynamoDB Local holding thousands of tables slows down.
+    """
     value = make_settings(dynamodb_local, redis_url)
     await ensure_tables(value)
-    return value
+    yield value
+    await drop_tables(value)
+
+
+async def drop_tables(settings: Settings) -> None:
+    client = boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region)
+    for spec in table_specs(settings):
+        with contextlib.suppress(client.exceptions.ResourceNotFoundException):
+            await asyncio.to_thread(client.delete_table, TableName=spec["TableName"])
 
 
 @contextlib.asynccontextmanager
