@@ -14,6 +14,7 @@ import boto3
 import grpc
 import pytest
 import redis
+from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from counters.consumer import run_counters
@@ -60,6 +61,15 @@ def redis_cluster(servers_dir: Path) -> Iterator[list[int]]:
     proc = start_redis_cluster(ports, servers_dir / "logs", servers_dir / "cluster")
     yield ports
     proc.stop()
+
+
+@pytest.fixture
+def flushed_cluster(redis_cluster: list[int]) -> Iterator[RedisCluster]:
+    """A client of the session's cluster, flushed for this test."""
+    client = RedisCluster(host="127.0.0.1", port=redis_cluster[0], decode_responses=True)
+    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    yield client
+    client.close()
 
 
 def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -> Settings:

@@ -29,6 +29,7 @@ Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]  # (follower_id, followee_id)
 Entry = tuple[int, int]  # (user_id, followed_at in microseconds)
 DOMAIN = "socialgraph.v1"
+FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")  # a Relationship's
 KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl):(\d+)|(fl|fg|cnt|ep|pe|pv|sg))(:fill:.*|:gone)?$")
 
 

@@ -285,17 +285,7 @@ class DynamoEdgeStore:
                 requester_id, user_id, at
             )
             if while_public:
-                elements.append(
-                    {
-                        "ConditionCheck": {
-                            "TableName": self._followers,
-                            "Key": it.settings_key(user_id),
-                            "ConditionExpression": "attribute_not_exists(#p) OR #p = :public",
-                            "ExpressionAttributeNames": {"#p": "private"},
-                            "ExpressionAttributeValues": {":public": {"BOOL": False}},
-                        }
-                    }
-                )
+                elements.append(it.check_public(self._followers, user_id))
             codes = await self._transact(elements)
             if codes is None:
                 return FollowResult(True, at)

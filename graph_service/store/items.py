@@ -28,6 +28,7 @@ __all__ = [
     "REQUEST",
     "REQUEST_ORDER",
     "check_absent",
+    "check_public",
     "delete",
     "delete_if_at",
     "item",
@@ -86,6 +87,19 @@ def delete_if_at(table: str, item_key: Item, at_us: int) -> Item:
             "ConditionExpression": "#at = :at",
             "ExpressionAttributeNames": {"#at": "at"},
             "ExpressionAttributeValues": {":at": {"N": str(at_us)}},
+        }
+    }
+
+
+def check_public(table: str, user_id: int) -> Item:
+    """The account's settings item says it is public (or it has none)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": settings_key(user_id),
+            "ConditionExpression": "attribute_not_exists(#p) OR #p = :public",
+            "ExpressionAttributeNames": {"#p": "private"},
+            "ExpressionAttributeValues": {":public": {"BOOL": False}},
         }
     }
 

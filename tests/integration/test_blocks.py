@@ -16,7 +16,6 @@ from typing import Any
 import grpc
 import pytest
 import redis.asyncio as aioredis
-from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.localstack.processes import free_port, start_redis
@@ -26,6 +25,7 @@ from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables
 from tests.conftest import make_settings, running_counters, running_server, stub_for
 from tests.graph_calls import (
+    FLAGS,
     Pair,
     Stub,
     accept,
@@ -46,7 +46,6 @@ from tests.graph_calls import (
 )
 from tests.servers import eventually
 
-FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
 Flags = frozenset[str]
 NONE: Flags = frozenset()
 FOLLOWING = pb.FOLLOW_STATE_FOLLOWING
@@ -66,20 +65,12 @@ class Env:
     truth: Stub
 
 
-def flush_cluster(port: int) -> None:
-    client = RedisCluster(host="127.0.0.1", port=port, decode_responses=True)
-    try:
-        client.flushall(target_nodes=RedisCluster.PRIMARIES)
-    finally:
-        client.close()
-
-
 @pytest.fixture(params=["redis", pytest.param("cluster", marks=pytest.mark.cluster)])
 async def env(request: pytest.FixtureRequest, dynamodb_local: str) -> AsyncIterator[Env]:
     """Fresh tables, a clean cache (one Redis node or the 3-master cluster), a server, a truth server, counters."""
     if request.param == "cluster":
         ports: list[int] = request.getfixturevalue("redis_cluster")
-        flush_cluster(ports[0])
+        request.getfixturevalue("flushed_cluster")
         settings = make_settings(dynamodb_local, f"redis://127.0.0.1:{ports[0]}/0", redis_cluster=True)
     else:
         settings = make_settings(dynamodb_local, request.getfixturevalue("redis_url"))

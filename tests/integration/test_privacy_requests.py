@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import cast
 
 import grpc
@@ -26,6 +26,7 @@ from graph_service.server import RunningServer
 from graph_service.settings import Settings
 from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
 from tests.graph_calls import (
+    FLAGS,
     Stub,
     accept,
     all_counts,
@@ -46,7 +47,6 @@ from tests.servers import eventually
 
 REQUESTED = pb.FOLLOW_STATE_REQUESTED
 FOLLOWING = pb.FOLLOW_STATE_FOLLOWING
-FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
 Request = tuple[int, int]  # (requester user_id, requested_at in microseconds)
 
 
@@ -671,14 +671,6 @@ async def test_cached_reads_see_accept_reject_withdraw_and_sweep_at_once(
 
 
 # -- on a Redis Cluster -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def flushed_cluster(redis_cluster: list[int]) -> Iterator[RedisCluster]:
-    client = RedisCluster(host="127.0.0.1", port=redis_cluster[0], decode_responses=True)
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
-    yield client
-    client.close()
 
 
 async def cached_after_read(cluster: RedisCluster, read: Callable[[], Awaitable[object]], key: str, want: str) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import itertools
 import random
-from collections.abc import Iterator
 from dataclasses import replace
 
 import grpc
@@ -42,12 +41,8 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
-def cluster(redis_cluster: list[int]) -> Iterator[RedisCluster]:
-    """A client of the session's cluster, flushed for this test."""
-    client = RedisCluster(host="127.0.0.1", port=redis_cluster[0], decode_responses=True)
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
-    yield client
-    client.close()
+def cluster(flushed_cluster: RedisCluster) -> RedisCluster:
+    return flushed_cluster
 
 
 @pytest.fixture

@@ -52,6 +52,7 @@ from graph_service.server import RunningServer
 from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables
 from tests.conftest import make_settings, running_counters, running_server, stub_for
+from tests.graph_calls import FLAGS
 from tests.servers import eventually
 
 if TYPE_CHECKING:
@@ -580,9 +581,6 @@ class RelationshipMachine(RuleBasedStateMachine):
         reply = await self.env.read(lambda: self.env.stub.ListKnownFollowers(request))
         assert not reply.next_page_token, f"ListKnownFollowers({v}, {u}): a next page after at most {N_USERS}"
         return [(self.local(e.user_id), e.followed_at.ToMicroseconds()) for e in reply.followers]
-
-
-FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
 
 
 def named(flags: tuple[bool, ...]) -> str:
