@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from counters.applier import CounterApplier, Fence, FenceRejected, chunk_changes
 from counters.checkpoints import CheckpointStore
 from counters.edge_changes import EdgeChange, decode_note, edge_changes, encode_note, touched_pairs
-from counters.stream_reader import StreamReader
+from counters.stream_reader import StreamReader, stream_arn
 from graph_service.bootstrap import build_cache
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.models import Counts
@@ -174,14 +174,6 @@ class CountersConsumer:
             return end
 
 
-async def stream_arn(dynamo: AsyncDynamo, settings: Settings) -> str:
-    table = (await dynamo.call("describe_table", TableName=settings.table(FOLLOWERS)))["Table"]
-    arn = table.get("LatestStreamArn")
-    if not arn:
-        raise RuntimeError(f"table {settings.table(FOLLOWERS)} has no stream; run socialgraph create-tables")
-    return str(arn)
-
-
 async def run_counters(settings: Settings, stop: asyncio.Event) -> None:
     """Run the consumer until ``stop`` is set (the ``socialgraph counters`` command)."""
     dynamo = AsyncDynamo.build(settings)
@@ -194,7 +186,7 @@ async def run_counters(settings: Settings, stop: asyncio.Event) -> None:
         await consumer.redo_last_repairs()
         reader = StreamReader(
             streams,
-            await stream_arn(dynamo, settings),
+            await stream_arn(dynamo, settings, FOLLOWERS),
             checkpoints,
             consumer.handle,
             poll_seconds=settings.stream_poll_seconds,

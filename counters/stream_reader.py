@@ -17,13 +17,23 @@ import structlog
 from botocore.exceptions import ClientError
 
 from counters.checkpoints import CheckpointStore
+from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo, error_code
 
-__all__ = ["RecordHandler", "StreamReader"]
+__all__ = ["RecordHandler", "StreamReader", "stream_arn"]
 
 log = structlog.get_logger(__name__)
 RecordHandler = Callable[[str, list[dict[str, Any]], str | None], Awaitable[str | None]]
 MAX_RECORDS = 1000
+
+
+async def stream_arn(dynamo: AsyncDynamo, settings: Settings, table: str) -> str:
+    """The ARN of the stream of one of the project's tables (``table``: its short name)."""
+    name = settings.table(table)
+    arn = (await dynamo.call("describe_table", TableName=name))["Table"].get("LatestStreamArn")
+    if not arn:
+        raise RuntimeError(f"table {name} has no stream; run socialgraph create-tables")
+    return str(arn)
 
 
 class StreamReader:
@@ -113,8 +123,11 @@ class StreamReader:
             try:
                 response = await self._streams.call("get_records", ShardIterator=iterator, Limit=MAX_RECORDS)
             except ClientError as exc:
-                if error_code(exc) != "ExpiredIteratorException":
+                if error_code(exc) not in {"ExpiredIteratorException", "TrimmedDataAccessException"}:
                     raise
+                # An iterator that expired, or one DynamoDB Local calls trimmed after the shard sat
+                # empty for a while: take a fresh one at the same position.
+                await asyncio.sleep(self._poll)
                 iterator = await self._iterator(shard_id, sequence)
                 continue
             records = response.get("Records", [])

@@ -1,1 +1,1 @@
-"""The fanout worker (TweetCreated -> home timelines) lives here; see docs/architecture.md."""
+"""The fanout worker: ``TweetCreated`` -> followers' home timelines; ``FollowEvent`` -> backfill and purge."""

@@ -11,8 +11,11 @@ from graph_service.store.dynamo_client import AsyncDynamo
 from graph_service.store.dynamo_edge_store import DynamoEdgeStore
 from graph_service.store.edge_store import EdgeStore
 from graph_service.suggestions import Suggester
+from graph_service.timeline.service import TimelineService
+from graph_service.timeline.timeline_store import TimelineStore
+from graph_service.tweets import TweetStore
 
-__all__ = ["build_cache", "build_service", "build_store"]
+__all__ = ["build_cache", "build_service", "build_store", "build_timeline_service", "build_timelines"]
 
 
 def build_cache(settings: Settings) -> GraphCache | None:
@@ -38,3 +41,21 @@ def build_store(settings: Settings) -> tuple[EdgeStore, GraphCache | None]:
 def build_service(settings: Settings) -> tuple[GraphService, EdgeStore]:
     store, cache = build_store(settings)
     return GraphService(store, settings, Suggester(store, cache, settings)), store
+
+
+def build_timelines(settings: Settings) -> TimelineStore | None:
+    """The Redis timelines (None when Redis is switched off)."""
+    redis = build_redis(settings)
+    if redis is None:
+        return None
+    return TimelineStore(
+        redis,
+        timeline_cap=settings.timeline_cap,
+        recent_cap=settings.recent_tweets_cap,
+        author_ttl_seconds=settings.tweet_author_ttl_seconds,
+    )
+
+
+def build_timeline_service(settings: Settings, graph: EdgeStore) -> TimelineService:
+    tweets = TweetStore(AsyncDynamo.build(settings), settings)
+    return TimelineService(build_timelines(settings), tweets, graph, settings)

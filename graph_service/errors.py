@@ -20,6 +20,7 @@ __all__ = [
     "RequestNotFound",
     "SelfFollow",
     "SelfRelation",
+    "TimelineUnavailable",
     "Unavailable",
 ]
 
@@ -129,3 +130,10 @@ class Unavailable(DomainError):
 
     code = Code.UNAVAILABLE
     reason = "STORE_UNAVAILABLE"
+
+
+class TimelineUnavailable(DomainError):
+    """Redis, which holds the timelines, could not be reached; safe to retry."""
+
+    code = Code.UNAVAILABLE
+    reason = "TIMELINE_UNAVAILABLE"

@@ -80,6 +80,44 @@ class Settings:
     """How often a stream consumer looks for new shards."""
     counters_consumer_name: str = "counters"
     """Checkpoint namespace of the counters consumer."""
+    relay_consumer_name: str = "relay"
+    """Checkpoint namespace of the relay (one per stream: ``relay:tweets``, ``relay:graph``)."""
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    """Comma-separated Kafka bootstrap servers (host:port)."""
+    kafka_security_protocol: str = "PLAINTEXT"
+    """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (MSK with TLS: SSL or SASL_SSL)."""
+    kafka_sasl_mechanism: str = ""
+    """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 when the protocol is SASL_*."""
+    kafka_sasl_username: str = ""
+    """SASL user name."""
+    kafka_sasl_password: str = ""
+    """SASL password."""
+    kafka_ssl_cafile: str = ""
+    """CA bundle for TLS to the brokers; empty uses the system's trusted CAs."""
+    kafka_client_id: str = "socialgraph"
+    """Client ID the relay and fanout present to the brokers."""
+    tweets_topic: str = "tweet-events"
+    """Topic of ``TweetCreated`` events (key: tweet ID)."""
+    graph_events_topic: str = "graph-events"
+    """Topic of ``FollowEvent``s (key: followee ID)."""
+    topic_partitions: int = 6
+    """Partitions of each topic created by ``create-topics`` and ``up``."""
+    topic_replication_factor: int = 1
+    """Replication factor of the topics created (3 on a production cluster)."""
+    fanout_group: str = "socialgraph-fanout"
+    """Kafka consumer group of the fanout workers."""
+    fanout_batch_size: int = 1000
+    """Followers read per page and timelines written per pipelined Redis batch."""
+    celebrity_threshold: int = 10_000
+    """Authors with at least this many followers are not fanned out; their tweets are pulled at read time."""
+    timeline_cap: int = 800
+    """Entries kept per home timeline (``home_timeline:{user_id}``)."""
+    recent_tweets_cap: int = 200
+    """Tweets kept per author for pull and for the backfill of a new follow (``user_tweets:{user_id}``)."""
+    tweet_author_ttl_seconds: int = 2_592_000
+    """Lifetime of a cached tweet -> author entry (misses read the tweets table)."""
+    celebrity_refresh_seconds: float = 2.0
+    """How long a timeline reader keeps its copy of the celebrity registry."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -116,12 +154,23 @@ class Settings:
             "SG_SUGGEST_FOLLOWEE_SAMPLE": self.suggest_followee_sample,
             "SG_SUGGEST_PER_FOLLOWEE": self.suggest_per_followee,
             "SG_SUGGEST_CACHE_TTL_SECONDS": self.suggest_cache_ttl_seconds,
+            "SG_TOPIC_PARTITIONS": self.topic_partitions,
+            "SG_TOPIC_REPLICATION_FACTOR": self.topic_replication_factor,
+            "SG_FANOUT_BATCH_SIZE": self.fanout_batch_size,
+            "SG_CELEBRITY_THRESHOLD": self.celebrity_threshold,
+            "SG_TIMELINE_CAP": self.timeline_cap,
+            "SG_RECENT_TWEETS_CAP": self.recent_tweets_cap,
+            "SG_TWEET_AUTHOR_TTL_SECONDS": self.tweet_author_ttl_seconds,
         }
         for name, value in at_least_one.items():
             if value < 1:
                 raise SettingsError(f"{name} must be at least 1")
         if self.intersection_candidate_limit < 0:
             raise SettingsError("SG_INTERSECTION_CANDIDATE_LIMIT must not be negative")
+        if self.kafka_security_protocol not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
+            raise SettingsError("SG_KAFKA_SECURITY_PROTOCOL must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
+            raise SettingsError("SG_KAFKA_SASL_MECHANISM is required with a SASL_* security protocol")
         if len(self.table_prefix) > 200:
             raise SettingsError("SG_TABLE_PREFIX is too long")
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,10 +18,13 @@ from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from counters.consumer import run_counters
+from fanout.worker import FanoutWorker, Offsets, fanout_worker
+from graph_service.kafka import ensure_topics
 from graph_service.localstack.processes import (
     ManagedProcess,
     free_port,
     start_dynamodb_local,
+    start_kafka_broker,
     start_redis,
     start_redis_cluster,
 )
@@ -29,6 +32,7 @@ from graph_service.logging import configure_logging
 from graph_service.server import RunningServer, start_server
 from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables, table_specs
+from relay.relay import run_relay
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
@@ -60,6 +64,14 @@ def redis_cluster(servers_dir: Path) -> Iterator[list[int]]:
     ports = [free_port() for _ in range(3)]
     proc = start_redis_cluster(ports, servers_dir / "logs", servers_dir / "cluster")
     yield ports
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(servers_dir: Path) -> Iterator[str]:
+    """Bootstrap servers of a Kafka-protocol broker (tansu, in memory) shared by the session."""
+    proc = start_kafka_broker(free_port(), servers_dir / "logs")
+    yield f"127.0.0.1:{proc.port}"
     proc.stop()
 
 
@@ -162,3 +174,48 @@ async def running_counters(settings: Settings) -> AsyncIterator[asyncio.Task[Non
 async def counters(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
     async with running_counters(settings) as task:
         yield task
+
+
+@pytest.fixture
+async def event_settings(settings: Settings, kafka_broker: str) -> Settings:
+    """``settings`` plus the broker, with topics and a consumer group of this test's own."""
+    prefix = settings.table_prefix
+    value = replace(
+        settings,
+        kafka_bootstrap_servers=kafka_broker,
+        tweets_topic=f"{prefix}tweets",
+        graph_events_topic=f"{prefix}graph",
+        fanout_group=f"{prefix}fanout",
+        topic_partitions=3,
+    )
+    await ensure_topics(value)
+    return value
+
+
+@contextlib.asynccontextmanager
+async def running_relay(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
+    """The relay as a task of the test's event loop."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_relay(settings, stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=15)
+
+
+@contextlib.asynccontextmanager
+async def running_fanout(
+    settings: Settings, *, after_writes: Callable[[Offsets], Awaitable[None]] | None = None
+) -> AsyncIterator[tuple[FanoutWorker, asyncio.Task[None]]]:
+    """A fanout worker as a task of the test's event loop; its stats stay readable after it stops."""
+    stop = asyncio.Event()
+    async with fanout_worker(settings, after_writes=after_writes) as worker:
+        task = asyncio.create_task(worker.run(stop))
+        try:
+            yield worker, task
+        finally:
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, timeout=15)

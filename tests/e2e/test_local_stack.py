@@ -15,6 +15,7 @@ from tests.e2e.test_grpcurl import grpcurl_binary
 from tests.servers import wait_until
 
 SERVICE = "socialgraph.v1.SocialGraphService"
+TIMELINES = "socialgraph.v1.TimelineService"
 
 
 def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:
@@ -23,6 +24,7 @@ def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:
         "SG_LOCAL_DIR": str(base),
         "SG_DYNAMODB_LOCAL_PORT": str(ports["dynamodb"]),
         "SG_REDIS_PORT": str(ports["redis"]),
+        "SG_KAFKA_PORT": str(ports["kafka"]),
         "SG_GRPC_ADDRESS": f"127.0.0.1:{ports['grpc']}",
     }
     return subprocess.Popen(
@@ -45,9 +47,9 @@ def read_until(process: subprocess.Popen[str], marker: str) -> str:
     raise AssertionError(f"stack ended before {marker!r}:\n{''.join(seen)}")
 
 
-def grpcurl(port: int, method: str, body: dict[str, int]) -> dict[str, object]:
+def grpcurl(port: int, method: str, body: dict[str, int], service: str = SERVICE) -> dict[str, object]:
     out = subprocess.run(
-        [grpcurl_binary(), "-plaintext", "-d", json.dumps(body), f"127.0.0.1:{port}", f"{SERVICE}/{method}"],
+        [grpcurl_binary(), "-plaintext", "-d", json.dumps(body), f"127.0.0.1:{port}", f"{service}/{method}"],
         capture_output=True,
         text=True,
         check=True,
@@ -57,12 +59,24 @@ def grpcurl(port: int, method: str, body: dict[str, int]) -> dict[str, object]:
     return result
 
 
+def post_as_the_banner_says(banner: str) -> str:
+    """Run the banner's `socialgraph post` line (as user 2) and return the tweet ID it printed."""
+    line = next(line.strip() for line in banner.splitlines() if "socialgraph post" in line)
+    assignments, _, command = line.partition(" .venv/bin/socialgraph ")
+    env = {**os.environ, **dict(a.split("=", 1) for a in assignments.split())}
+    out = subprocess.run(
+        [sys.executable, "-m", "graph_service", *command.split()], env=env, capture_output=True, text=True, check=True
+    )
+    tweet_id: str = json.loads(out.stdout)["tweet_id"]
+    return tweet_id
+
+
 def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """The stack prints grpcurl commands, serves them, keeps DynamoDB data across runs, and Ctrl-C stops every part."""
     tools = tmp_path / "dynamodb"
     tools.symlink_to(local_dir() / "dynamodb")  # reuse the installed DynamoDB Local, as a second run would
     ensure_dynamodb_local(tmp_path)
-    ports = {"dynamodb": free_port(), "redis": free_port(), "grpc": free_port()}
+    ports = {"dynamodb": free_port(), "redis": free_port(), "kafka": free_port(), "grpc": free_port()}
 
     for run in range(2):
         stack = start_stack(tmp_path, ports)
@@ -77,6 +91,13 @@ def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path
             wait_until(
                 lambda: grpcurl(ports["grpc"], "GetCounts", {"user_id": 2}) == {"followers_count": "1"},
                 what="counters consumer counted the follow",
+            )
+            tweet_id = post_as_the_banner_says(banner)
+            wait_until(
+                lambda: (
+                    grpcurl(ports["grpc"], "GetHomeTimeline", {"user_id": 1}, TIMELINES) == {"tweet_ids": [tweet_id]}
+                ),
+                what="the tweet travelled relay -> Kafka -> fanout -> home timeline",
             )
         finally:
             stack.send_signal(signal.SIGINT)

@@ -11,7 +11,13 @@ import grpc
 import pytest
 from socialgraph_client import SocialGraphClient, SocialGraphError
 
+from fanout.fanner import Fanout
+from graph_service.bootstrap import build_store, build_timelines
+from graph_service.events import TweetPosted
 from graph_service.server import RunningServer
+from graph_service.settings import Settings
+from graph_service.tweets import created_at_us
+from tests.timeline_calls import post, tweet_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,6 +45,8 @@ def test_client_package_builds_and_imports_on_its_own(tmp_path: Path) -> None:
         "socialgraph/v1/social_graph_pb2.py",
         "socialgraph/v1/social_graph_pb2.pyi",
         "socialgraph/v1/social_graph_pb2_grpc.py",
+        "socialgraph/v1/timeline_pb2_grpc.py",
+        "socialgraph/v1/events_pb2.py",
         "socialgraph_client/client.py",
         "socialgraph_client/py.typed",
     ):
@@ -108,3 +116,27 @@ async def test_client_covers_requests_blocks_and_relationship_reads(server: Runn
         assert await graph.follow(1, 2)
         await graph.remove_follower(2, 1)
         assert not await graph.is_following(1, 2)
+
+
+async def test_client_walks_the_home_timeline(server: RunningServer, settings: Settings) -> None:
+    """iter_home_timeline yields every tweet newest first across pages; a bad ID is a typed error."""
+    store, _ = build_store(settings)
+    timelines = build_timelines(settings)
+    assert timelines is not None
+    try:
+        async with await SocialGraphClient.connect(f"127.0.0.1:{server.port}") as client, tweet_store(settings) as t:
+            await client.follow(1, 2)
+            tweet_ids = [await post(t, 2) for _ in range(5)]
+            fanout = Fanout(store, timelines, settings)
+            for tweet_id in tweet_ids:
+                await fanout.tweet(TweetPosted(tweet_id, 2, created_at_us(tweet_id)))
+            assert [i async for i in client.iter_home_timeline(1, page_size=2)] == tweet_ids[::-1]
+            page, token = await client.home_timeline_page(1, page_size=3)
+            assert page == tweet_ids[:-4:-1]
+            assert token
+            with pytest.raises(SocialGraphError) as caught:
+                await client.home_timeline_page(0)
+            assert caught.value.reason == "INVALID_USER_ID"
+    finally:
+        await timelines.close()
+        await store.close()

@@ -21,13 +21,14 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from counters.applier import CounterApplier, Fence, chunk_changes
 from counters.checkpoints import CheckpointStore
-from counters.consumer import CacheRepairer, CountersConsumer, run_counters, stream_arn
+from counters.consumer import CacheRepairer, CountersConsumer, run_counters
 from counters.edge_changes import EdgeChange
+from counters.stream_reader import stream_arn
 from graph_service.bootstrap import build_cache
 from graph_service.localstack.processes import ManagedProcess, free_port, start_redis
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
-from graph_service.store.tables import USERS, ensure_tables
+from graph_service.store.tables import FOLLOWERS, USERS, ensure_tables
 from tests.conftest import make_settings, running_counters, running_server, stub_for
 from tests.graph_calls import cached_counts
 from tests.servers import eventually
@@ -165,7 +166,7 @@ async def read_stream(settings: Settings, min_edge_records: int) -> tuple[str, l
     dynamo = AsyncDynamo.build(settings)
     streams = AsyncDynamo.build(settings, "dynamodbstreams")
     try:
-        arn = await stream_arn(dynamo, settings)
+        arn = await stream_arn(dynamo, settings, FOLLOWERS)
         shards = (await streams.call("describe_stream", StreamArn=arn))["StreamDescription"]["Shards"]
         assert len(shards) == 1
         shard_id = shards[0]["ShardId"]

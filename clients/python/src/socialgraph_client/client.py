@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 import grpc
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+from socialgraph.v1 import timeline_pb2 as tpb
+from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
 from socialgraph_client.errors import SocialGraphError
 
@@ -69,6 +71,7 @@ class SocialGraphClient:
     def __init__(self, channel: grpc.aio.Channel, *, timeout: float | None) -> None:
         self._channel = channel
         self._stub = pb_grpc.SocialGraphServiceStub(channel)
+        self._timelines = tpb_grpc.TimelineServiceStub(channel)
         self._timeout = timeout
 
     @classmethod
@@ -228,6 +231,26 @@ class SocialGraphClient:
             lambda r: PendingRequest(r.user_id, r.requested_at.ToDatetime(tzinfo=UTC)),
         ):
             yield entry
+
+    async def home_timeline_page(
+        self, user_id: int, *, page_size: int = 0, page_token: str = ""
+    ) -> tuple[list[int], str]:
+        """One page of the user's home timeline: tweet IDs newest first, and the next page's token."""
+        request = tpb.GetHomeTimelineRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = await self._call(self._timelines.GetHomeTimeline, request)
+        return list(reply.tweet_ids), reply.next_page_token
+
+    async def iter_home_timeline(self, user_id: int, *, page_size: int = 0) -> AsyncIterator[int]:
+        """Tweet IDs of the user's home timeline, newest first (TimelineService, same channel)."""
+        async for tweet_id in self._walk(
+            lambda token: self._call(
+                self._timelines.GetHomeTimeline,
+                tpb.GetHomeTimelineRequest(user_id=user_id, page_size=page_size, page_token=token),
+            ),
+            "tweet_ids",
+            int,
+        ):
+            yield tweet_id
 
     async def _walk(
         self, fetch: Callable[[str], Awaitable[Any]], field: str, convert: Callable[[Any], E]

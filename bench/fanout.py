@@ -1,0 +1,156 @@
+"""Fanout of one tweet to N followers' home timelines vs a raw pipelined Redis write of the same entries.
+
+Run: .venv/bin/python -m bench.fanout [--followers 1000000] [--rounds 2]
+
+Both sides write the same N timeline entries to a private redis-server, one after the other, with
+the same batch size (SG_FANOUT_BATCH_SIZE, 1000), on the same client:
+
+- service: ``Fanout.tweet`` as the worker runs it: record the tweet, check the author's follower
+  count, page the followers, and push through the merge script (each timeline keeps a tweet once,
+  newest first, capped at 800) in pipelined batches while the next page is read;
+- baselines: pipelined ``LPUSH home_timeline:{u} <id>`` + ``LTRIM ... 0 799`` (the prepend and trim
+  of the seed design), and a bare pipelined ``LPUSH`` per entry (no cap); neither is idempotent
+  or ordered. The ratio is taken against the faster of the two.
+
+The followers come from memory here (an edge store answering ``list_edges`` from a list), so the
+figure is the Redis side, which is what SPEC §8 compares; reading a million followers from
+DynamoDB Local (SQLite underneath) would measure DynamoDB Local. SPEC §8 asks the service for at
+least 50% of the baseline's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from fanout.fanner import Fanout
+from graph_service.bootstrap import build_timelines
+from graph_service.events import TweetPosted
+from graph_service.localstack.processes import free_port, start_redis
+from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage
+from graph_service.settings import Settings
+from graph_service.timeline import keys
+from graph_service.tweets import TweetIdGenerator, created_at_us
+
+AUTHOR = 1
+
+
+class MemoryFollowers:
+    """The two reads the fanout makes of the edge store, answered from memory."""
+
+    def __init__(self, followers: Sequence[int]) -> None:
+        self._followers = [Edge(user_id=f, at_us=len(followers) - i) for i, f in enumerate(followers)]
+        self._index = {edge: i for i, edge in enumerate(self._followers)}
+
+    async def list_edges(
+        self, direction: Direction, user_id: int, limit: int, after: Cursor | None, *, warm: bool = True
+    ) -> EdgePage:
+        start = 0 if after is None else self._index[after] + 1
+        entries = self._followers[start : start + limit]
+        return EdgePage(entries=entries, has_more=start + limit < len(self._followers))
+
+    async def get_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
+        return {u: Counts(followers=len(self._followers)) for u in user_ids}
+
+
+async def service_rate(settings: Settings, followers: Sequence[int], tweet_id: int) -> float:
+    timelines = build_timelines(settings)
+    assert timelines is not None
+    try:
+        await timelines.load_scripts()
+        fanout = Fanout(MemoryFollowers(followers), timelines, settings)  # type: ignore[arg-type]
+        started = time.perf_counter()
+        written = await fanout.tweet(TweetPosted(tweet_id, AUTHOR, created_at_us(tweet_id)))
+        elapsed = time.perf_counter() - started
+    finally:
+        await timelines.close()
+    assert written == len(followers)
+    return written / elapsed
+
+
+async def baseline_rate(
+    redis: aioredis.Redis, followers: Sequence[int], tweet_id: int, batch: int, cap: int | None
+) -> float:
+    """Entries per second of plain pipelined prepends (and trims, when ``cap`` is given)."""
+    started = time.perf_counter()
+    for start in range(0, len(followers), batch):
+        pipe = redis.pipeline(transaction=False)
+        for follower in followers[start : start + batch]:
+            key = keys.home(follower)
+            pipe.lpush(key, tweet_id)
+            if cap is not None:
+                pipe.ltrim(key, 0, cap - 1)
+        await pipe.execute()
+    return len(followers) / (time.perf_counter() - started)
+
+
+async def bytes_per_entry(redis: aioredis.Redis, settings: Settings, ids: TweetIdGenerator) -> float:
+    """MEMORY USAGE of a full home timeline divided by its entries."""
+    timelines = build_timelines(settings)
+    assert timelines is not None
+    try:
+        tweet_ids = [ids.next_id() for _ in range(settings.timeline_cap)]
+        await timelines.merge(10**12, tweet_ids)
+    finally:
+        await timelines.close()
+    usage = await redis.memory_usage(keys.home(10**12), samples=0)
+    return float(usage or 0) / settings.timeline_cap
+
+
+async def measure(redis_url: str, followers_count: int, rounds: int) -> dict[str, Any]:
+    settings = replace(Settings(), redis_url=redis_url, celebrity_threshold=followers_count + 1)
+    followers = list(range(1_000_000, 1_000_000 + followers_count))
+    ids = TweetIdGenerator(worker=1)
+    redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    service: list[float] = []
+    trimmed: list[float] = []
+    bare: list[float] = []
+    batch = settings.fanout_batch_size
+    try:
+        for _ in range(rounds):
+            await redis.flushall()
+            trimmed.append(await baseline_rate(redis, followers, ids.next_id(), batch, settings.timeline_cap))
+            await redis.flushall()
+            bare.append(await baseline_rate(redis, followers, ids.next_id(), batch, None))
+            await redis.flushall()
+            service.append(await service_rate(settings, followers, ids.next_id()))
+        await redis.flushall()
+        per_entry = await bytes_per_entry(redis, settings, ids)
+    finally:
+        await redis.aclose()
+    return {
+        "followers": followers_count,
+        "service_entries_per_s": round(max(service)),
+        "baseline_lpush_ltrim_entries_per_s": round(max(trimmed)),
+        "baseline_bare_lpush_entries_per_s": round(max(bare)),
+        "ratio": round(max(service) / max(*trimmed, *bare), 3),
+        "bytes_per_timeline_entry_at_cap": round(per_entry, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--followers", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2, help="alternating runs of each side; the best of each counts")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp, contextlib.ExitStack() as cleanup:
+        base = Path(tmp)
+        server = start_redis(free_port(), base / "logs", base / "redis", "--maxmemory-policy", "noeviction")
+        cleanup.callback(server.stop)
+        result = asyncio.run(measure(f"redis://127.0.0.1:{server.port}/0", args.followers, args.rounds))
+    result["target"] = ">= 0.5 (SPEC §8)"
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

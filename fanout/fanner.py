@@ -1,0 +1,75 @@
+"""What one event does to the timelines. Every step is idempotent, so a redelivered event
+changes nothing: the merge script keeps each tweet once, in newest-first order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import structlog
+
+from graph_service.events import Follow, TweetPosted
+from graph_service.models import Direction, EdgePage
+from graph_service.settings import Settings
+from graph_service.store.edge_store import EdgeStore
+from graph_service.timeline.timeline_store import TimelineStore
+
+__all__ = ["Fanout"]
+
+log = structlog.get_logger(__name__)
+
+
+class Fanout:
+    def __init__(self, graph: EdgeStore, timelines: TimelineStore, settings: Settings) -> None:
+        self._graph = graph
+        self._timelines = timelines
+        self._batch = settings.fanout_batch_size
+        self._threshold = settings.celebrity_threshold
+
+    async def tweet(self, event: TweetPosted) -> int:
+        """Record the tweet as its author's; push it to every follower unless the author is a
+        celebrity (then readers pull it). Returns how many timelines were written."""
+        author = event.author_id
+        await self._timelines.record_tweet(author, event.tweet_id)
+        followers = (await self._graph.get_counts([author]))[author].followers
+        if followers >= self._threshold:
+            await self._timelines.mark_celebrity(author, followers)
+            log.info("fanout_pull_only", author_id=author, tweet_id=event.tweet_id, followers=followers)
+            return 0
+        written = 0
+        async for page in self._follower_pages(author):
+            await self._timelines.push(event.tweet_id, page)
+            written += len(page)
+        return written
+
+    async def follow(self, event: Follow) -> None:
+        """A new follow brings the followee's recent tweets into the follower's timeline (a celebrity's
+        are pulled at read time anyway); a removed one takes them out again, to free the room."""
+        recent = await self._timelines.recent(event.followee_id)
+        if not event.followed:
+            await self._timelines.remove(event.follower_id, recent)
+        elif not await self._timelines.is_celebrity(event.followee_id):
+            await self._timelines.merge(event.follower_id, recent)
+
+    async def _follower_pages(self, author: int) -> AsyncIterator[list[int]]:
+        """The author's followers page by page; the next page is read while the caller writes this one."""
+
+        def fetch(page: EdgePage | None) -> asyncio.Task[EdgePage]:
+            after = page.entries[-1] if page is not None else None
+            return asyncio.create_task(
+                self._graph.list_edges(Direction.FOLLOWERS, author, self._batch, after, warm=False)
+            )
+
+        upcoming: asyncio.Task[EdgePage] | None = fetch(None)
+        try:
+            while upcoming is not None:
+                page = await upcoming
+                upcoming = fetch(page) if page.has_more and page.entries else None
+                if page.entries:
+                    yield [edge.user_id for edge in page.entries]
+        finally:
+            if upcoming is not None and not upcoming.done():
+                upcoming.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await upcoming

@@ -1,0 +1,154 @@
+"""The fanout worker: a Kafka consumer group member that commits offsets only after the Redis
+writes of every record before them are done (at-least-once; the writes are idempotent)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+
+from fanout.fanner import Fanout
+from graph_service.bootstrap import build_store, build_timelines
+from graph_service.cache.graph_cache import REDIS_FAILURES
+from graph_service.errors import Unavailable
+from graph_service.events import TweetPosted, UnreadableEvent, decode
+from graph_service.kafka import client_options
+from graph_service.settings import Settings
+
+__all__ = ["FanoutWorker", "Offsets", "WorkerStats", "fanout_worker", "run_fanout"]
+
+log = structlog.get_logger(__name__)
+TRANSIENT = (Unavailable, *REDIS_FAILURES)
+MAX_RECORDS = 500
+Offsets = dict[TopicPartition, int]
+
+
+@dataclass
+class WorkerStats:
+    handled: Counter[str] = field(default_factory=Counter)
+    """Events applied, by kind (``tweet``, ``follow``)."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Records skipped, by reason (``malformed``, ``unknown_type``, ``unknown_version``)."""
+    timelines_written: int = 0
+    retries: int = 0
+
+
+class FanoutWorker:
+    def __init__(
+        self,
+        settings: Settings,
+        fanout: Fanout,
+        *,
+        after_writes: Callable[[Offsets], Awaitable[None]] | None = None,
+    ) -> None:
+        """``after_writes`` runs between a batch's Redis writes and its offset commit (instrumentation;
+        the tests crash a worker there)."""
+        self._settings = settings
+        self._fanout = fanout
+        self._after_writes = after_writes
+        self.stats = WorkerStats()
+        self.assigned: set[TopicPartition] = set()
+
+    def _consumer(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            self._settings.tweets_topic,
+            self._settings.graph_events_topic,
+            group_id=self._settings.fanout_group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **client_options(self._settings),
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        consumer = self._consumer()
+        await consumer.start()
+        log.info("fanout_started", group=self._settings.fanout_group)
+        try:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS)
+                self.assigned = set(consumer.assignment())
+                if not batch:
+                    continue
+                await asyncio.gather(*(self._partition(records, stop) for records in batch.values()))
+                offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
+                if self._after_writes is not None:
+                    await self._after_writes(offsets)
+                try:
+                    await consumer.commit(offsets)
+                except (CommitFailedError, IllegalStateError) as exc:
+                    # The group moved these partitions elsewhere; their new owner applies the records
+                    # again from the last commit, which changes nothing already written.
+                    log.warning("fanout_commit_refused", error=str(exc))
+        finally:
+            await consumer.stop()
+            log.info("fanout_stopped", **self.stats.handled, skipped=dict(self.stats.skipped))
+
+    async def _partition(self, records: list[ConsumerRecord[bytes, bytes]], stop: asyncio.Event) -> None:
+        for record in records:  # in order: events of one key keep their order
+            await self._record(record, stop)
+
+    async def _record(self, record: ConsumerRecord[bytes, bytes], stop: asyncio.Event) -> None:
+        try:
+            event = decode(record.headers, record.value)
+        except UnreadableEvent as exc:
+            self.stats.skipped[exc.reason] += 1
+            log.warning(
+                "fanout_record_skipped",
+                reason=exc.reason,
+                error=str(exc),
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+            )
+            return
+        delay = 0.1
+        while True:
+            try:
+                if isinstance(event, TweetPosted):
+                    self.stats.timelines_written += await self._fanout.tweet(event)
+                    self.stats.handled["tweet"] += 1
+                else:
+                    await self._fanout.follow(event)
+                    self.stats.handled["follow"] += 1
+                return
+            except TRANSIENT as exc:
+                # Redis or DynamoDB unreachable: nothing is committed past this record, so retry it
+                # (a stop now leaves it to the next owner of the partition).
+                self.stats.retries += 1
+                log.warning("fanout_retrying", error=str(exc), topic=record.topic, offset=record.offset)
+                if stop.is_set():
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+@contextlib.asynccontextmanager
+async def fanout_worker(
+    settings: Settings, *, after_writes: Callable[[Offsets], Awaitable[None]] | None = None
+) -> AsyncIterator[FanoutWorker]:
+    """A worker with its own Redis and DynamoDB clients, closed on exit; ``run`` it until a stop."""
+    timelines = build_timelines(settings)
+    if timelines is None:
+        raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
+    store, _ = build_store(settings)
+    try:
+        await timelines.load_scripts()
+        yield FanoutWorker(settings, Fanout(store, timelines, settings), after_writes=after_writes)
+    finally:
+        await timelines.close()
+        await store.close()
+
+
+async def run_fanout(settings: Settings, stop: asyncio.Event) -> None:
+    """Run one worker until ``stop`` is set (the ``socialgraph fanout`` command)."""
+    async with fanout_worker(settings) as worker:
+        try:
+            await worker.run(stop)
+        except KafkaError as exc:
+            raise RuntimeError(f"Kafka at {settings.kafka_bootstrap_servers}: {exc}") from exc

@@ -1,0 +1,24 @@
+"""Redis keys of the timelines. A user's keys share the hash tag ``{user_id}``, so they live in
+the same Cluster slot as that user's graph cache entries."""
+
+from __future__ import annotations
+
+__all__ = ["CELEBRITIES", "home", "recent", "tweet_author"]
+
+CELEBRITIES = "celebrities"
+"""Sorted set: accounts whose tweets are pulled at read time (score: follower count when seen)."""
+
+
+def home(user_id: int) -> str:
+    """List of tweet IDs pushed to the user, newest first, capped."""
+    return f"home_timeline:{{{user_id}}}"
+
+
+def recent(author_id: int) -> str:
+    """List of the author's own latest tweet IDs, newest first: pulled for celebrities, backfilled on follow."""
+    return f"user_tweets:{{{author_id}}}"
+
+
+def tweet_author(tweet_id: int) -> str:
+    """The author of a tweet (a cache of the tweets table, with a TTL)."""
+    return f"tweet_author:{{{tweet_id}}}"

@@ -1,0 +1,61 @@
+"""Lua scripts on one timeline list (one key, so one Cluster slot), atomic per list.
+
+Tweet IDs are compared as decimal strings (longer is larger, then lexicographic): Lua numbers
+are doubles and cannot tell two 64-bit IDs apart.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MERGE_IDS", "REMOVE_IDS"]
+
+# Insert tweet IDs into a newest-first list that holds each ID once, then cap it.
+# KEYS[1]: the list. ARGV[1]: the cap. ARGV[2..]: tweet IDs, any order. Returns how many were added.
+# The common case, an ID newer than the head, is LINDEX + LPUSH; an ID that arrives late is put in
+# its place (or dropped if the list is full of newer ones); an ID already present changes nothing.
+MERGE_IDS = """
+local function newer(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local key = KEYS[1]
+local cap = tonumber(ARGV[1])
+local added = 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local head = redis.call('LINDEX', key, 0)
+  if not head or newer(id, head) then
+    redis.call('LPUSH', key, id)
+    added = added + 1
+  elseif id ~= head then
+    local tail = redis.call('LINDEX', key, -1)
+    if newer(tail, id) then
+      if redis.call('LLEN', key) < cap then
+        redis.call('RPUSH', key, id)
+        added = added + 1
+      end
+    elseif id ~= tail and not redis.call('LPOS', key, id) then
+      local entries = redis.call('LRANGE', key, 0, -1)
+      for j = 2, #entries do
+        if newer(id, entries[j]) then
+          redis.call('LINSERT', key, 'BEFORE', entries[j], id)
+          added = added + 1
+          break
+        end
+      end
+    end
+  end
+end
+if added > 0 and redis.call('LLEN', key) > cap then
+  redis.call('LTRIM', key, 0, cap - 1)
+end
+return added
+"""
+
+# Remove tweet IDs from a list. KEYS[1]: the list. ARGV: tweet IDs. Returns how many were removed.
+REMOVE_IDS = """
+local removed = 0
+for i = 1, #ARGV do
+  removed = removed + redis.call('LREM', KEYS[1], 1, ARGV[i])
+end
+return removed
+"""

@@ -1,0 +1,1 @@
+"""The relay: committed table changes (DynamoDB Streams) -> Kafka events, at least once."""

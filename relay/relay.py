@@ -1,0 +1,116 @@
+"""Tails the streams of the ``tweets`` and ``followers`` tables and produces their events.
+
+For each batch of stream records: produce every event, wait until Kafka acknowledged all of
+them (acks=all), then move the shard's checkpoint. A crash in between produces the batch again
+on restart: delivery is at least once and every consumer is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from botocore.exceptions import ClientError
+
+from counters.checkpoints import CheckpointStore
+from counters.edge_changes import edge_change
+from counters.stream_reader import StreamReader, stream_arn
+from graph_service.events import OutgoingRecord, follow_record, tweet_record
+from graph_service.kafka import client_options
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo, error_code
+from graph_service.store.tables import FOLLOWERS, TWEETS
+from graph_service.tweets import created_at_us
+
+__all__ = ["Relay", "graph_events", "run_relay", "tweet_events"]
+
+log = structlog.get_logger(__name__)
+Converter = Callable[[dict[str, Any]], list[OutgoingRecord]]
+
+
+def tweet_events(record: dict[str, Any]) -> list[OutgoingRecord]:
+    """A new item of the tweets table is a ``TweetCreated``; edits and deletes are not events."""
+    image = record.get("dynamodb", {}).get("NewImage")
+    if record.get("eventName") != "INSERT" or not image:
+        return []
+    tweet_id = int(image["tweet_id"]["N"])
+    return [tweet_record(tweet_id, int(image["author_id"]["N"]), created_at_us(tweet_id))]
+
+
+def _record_time_us(record: dict[str, Any]) -> int:
+    when = record.get("dynamodb", {}).get("ApproximateCreationDateTime")
+    if isinstance(when, datetime):
+        return int(when.timestamp() * 1_000_000)
+    return int(float(when or 0) * 1_000_000)
+
+
+def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
+    """A made or removed edge (its membership item) is a ``FollowEvent``; other items are not."""
+    change = edge_change(record)
+    if change is None:
+        return []
+    at = change.at_us if change.added else _record_time_us(record)
+    return [follow_record(change.follower_id, change.followee_id, change.added, at)]
+
+
+class Relay:
+    """The handler of one ``StreamReader``: convert, produce, wait for the acks, checkpoint."""
+
+    def __init__(
+        self, producer: AIOKafkaProducer, topic: str, convert: Converter, checkpoints: CheckpointStore
+    ) -> None:
+        self._producer = producer
+        self._topic = topic
+        self._convert = convert
+        self._checkpoints = checkpoints
+        self.produced = 0
+
+    async def handle(self, shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:
+        outgoing = [event for record in records for event in self._convert(record)]
+        sent = [await self._producer.send(self._topic, key=e.key, value=e.value, headers=e.headers) for e in outgoing]
+        await asyncio.gather(*sent)  # every event acknowledged before the checkpoint moves
+        last = str(records[-1]["dynamodb"]["SequenceNumber"])
+        try:
+            await self._checkpoints.advance(shard_id, committed, last)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            log.warning("relay_checkpoint_moved_elsewhere", shard_id=shard_id)  # another relay ran this shard
+            return (await self._checkpoints.load(shard_id)).sequence
+        self.produced += len(outgoing)
+        return last
+
+
+async def run_relay(settings: Settings, stop: asyncio.Event) -> None:
+    """Run until ``stop`` is set (the ``socialgraph relay`` command)."""
+    dynamo = AsyncDynamo.build(settings)
+    streams = AsyncDynamo.build(settings, "dynamodbstreams")
+    producer = AIOKafkaProducer(**client_options(settings), acks="all", linger_ms=5)
+    await producer.start()
+    sources = [(TWEETS, settings.tweets_topic, tweet_events), (FOLLOWERS, settings.graph_events_topic, graph_events)]
+    try:
+        readers = []
+        for table, topic, convert in sources:
+            checkpoints = CheckpointStore(dynamo, settings, f"{settings.relay_consumer_name}:{table}")
+            relay = Relay(producer, topic, convert, checkpoints)
+            readers.append(
+                StreamReader(
+                    streams,
+                    await stream_arn(dynamo, settings, table),
+                    checkpoints,
+                    relay.handle,
+                    poll_seconds=settings.stream_poll_seconds,
+                    refresh_seconds=settings.shard_refresh_seconds,
+                )
+            )
+        log.info("relay_started", topics=[topic for _, topic, _ in sources])
+        await asyncio.gather(*(reader.run(stop) for reader in readers))
+    finally:
+        await producer.stop()
+        dynamo.close()
+        streams.close()
+        log.info("relay_stopped")

@@ -1,0 +1,63 @@
+"""Helpers of the timeline tests: posting, reading home timelines, waiting for fanout."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import grpc
+from socialgraph.v1 import timeline_pb2 as tpb
+from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
+
+from graph_service.settings import Settings
+from graph_service.store.dynamo_client import AsyncDynamo
+from graph_service.tweets import Tweet, TweetStore
+from tests.servers import eventually
+
+TimelineStub = tpb_grpc.TimelineServiceStub
+
+
+@contextlib.asynccontextmanager
+async def timeline_stub_for(port: int) -> AsyncIterator[TimelineStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield tpb_grpc.TimelineServiceStub(channel)
+
+
+@contextlib.asynccontextmanager
+async def tweet_store(settings: Settings) -> AsyncIterator[TweetStore]:
+    store = TweetStore(AsyncDynamo.build(settings), settings)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+async def post(store: TweetStore, author_id: int, text: str = "") -> int:
+    tweet: Tweet = await store.post(author_id, text)
+    return tweet.tweet_id
+
+
+async def home(
+    stub: TimelineStub, user_id: int, page_size: int = 0, page_token: str = ""
+) -> tpb.GetHomeTimelineResponse:
+    return await stub.GetHomeTimeline(
+        tpb.GetHomeTimelineRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+    )
+
+
+async def whole_timeline(stub: TimelineStub, user_id: int, page_size: int = 100) -> list[int]:
+    """Every page of the user's home timeline, in order."""
+    found: list[int] = []
+    token = ""
+    while True:
+        page = await home(stub, user_id, page_size, token)
+        assert page.tweet_ids or not page.next_page_token, "a page that is not the last is empty"
+        found += page.tweet_ids
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+async def timeline_becomes(stub: TimelineStub, user_id: int, expected: list[int], timeout: float = 30.0) -> list[int]:  # noqa: ASYNC109
+    """Poll until the user's whole home timeline is exactly ``expected`` (newest first)."""
+    return await eventually(lambda: whole_timeline(stub, user_id), lambda got: got == expected, timeout=timeout)
