@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -92,13 +93,9 @@ def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path
                 lambda: grpcurl(ports["grpc"], "GetCounts", {"user_id": 2}) == {"followers_count": "1"},
                 what="counters consumer counted the follow",
             )
-            tweet_id = post_as_the_banner_says(banner)
-            wait_until(
-                lambda: (
-                    grpcurl(ports["grpc"], "GetHomeTimeline", {"user_id": 1}, TIMELINES) == {"tweet_ids": [tweet_id]}
-                ),
-                what="the tweet travelled relay -> Kafka -> fanout -> home timeline",
-            )
+            expected = {"tweet_ids": [post_as_the_banner_says(banner)]}
+            home = functools.partial(grpcurl, ports["grpc"], "GetHomeTimeline", {"user_id": 1}, TIMELINES)
+            wait_until(lambda: home() == expected, what="the tweet went relay -> Kafka -> fanout -> home timeline")
         finally:
             stack.send_signal(signal.SIGINT)
             assert stack.wait(timeout=60) == 0
