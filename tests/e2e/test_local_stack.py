@@ -95,7 +95,7 @@ def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path
             )
             expected = {"tweet_ids": [post_as_the_banner_says(banner)]}
             home = functools.partial(grpcurl, ports["grpc"], "GetHomeTimeline", {"user_id": 1}, TIMELINES)
-            wait_until(lambda: home() == expected, what="the tweet went relay -> Kafka -> fanout -> home timeline")
+            wait_until(lambda h=home, e=expected: h() == e, what="the tweet went relay -> Kafka -> fanout -> timeline")
         finally:
             stack.send_signal(signal.SIGINT)
             assert stack.wait(timeout=60) == 0
