@@ -25,9 +25,10 @@ def test_defaults_need_no_environment() -> None:
 def test_every_field_can_be_set_from_its_env_var() -> None:
     """Each field can be set through SG_<FIELD NAME> and the value arrives with the field's type."""
     samples = {bool: ("true", True), int: ("700", 700), float: ("0.5", 0.5), str: ("custom-value", "custom-value")}
+    enumerated = {"kafka_security_protocol": ("SSL", "SSL")}  # fields that take one of a few values
     for field in fields(Settings):
         kind = type(field.default)
-        raw, expected = samples[kind]
+        raw, expected = enumerated.get(field.name, samples[kind])
         settings = Settings.from_env({f"SG_{field.name.upper()}": raw})
         assert getattr(settings, field.name) == expected, field.name
         assert type(getattr(settings, field.name)) is kind, field.name
@@ -157,3 +158,19 @@ def test_settings_are_immutable() -> None:
     settings = Settings()
     with pytest.raises(FrozenInstanceError):
         settings.max_page_size = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SG_KAFKA_SECURITY_PROTOCOL": "TLS"}, "SG_KAFKA_SECURITY_PROTOCOL"),
+        ({"SG_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "SG_KAFKA_SASL_MECHANISM"),
+        ({"SG_CELEBRITY_THRESHOLD": "0"}, "SG_CELEBRITY_THRESHOLD"),
+        ({"SG_TIMELINE_CAP": "0"}, "SG_TIMELINE_CAP"),
+        ({"SG_FANOUT_BATCH_SIZE": "0"}, "SG_FANOUT_BATCH_SIZE"),
+        ({"SG_TOPIC_PARTITIONS": "0"}, "SG_TOPIC_PARTITIONS"),
+    ],
+)
+def test_unusable_event_and_timeline_settings_are_refused(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
