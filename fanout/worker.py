@@ -29,6 +29,10 @@ MAX_RECORDS = 500
 Offsets = dict[TopicPartition, int]
 
 
+class _Stopped(Exception):
+    """A stop was requested while a record was still waiting to be applied."""
+
+
 @dataclass
 class WorkerStats:
     handled: Counter[str] = field(default_factory=Counter)
@@ -75,7 +79,8 @@ class FanoutWorker:
                 self.assigned = set(consumer.assignment())
                 if not batch:
                     continue
-                await asyncio.gather(*(self._partition(records, stop) for records in batch.values()))
+                if not await self._apply(batch, stop):
+                    break  # stopped while a record waited for Redis or DynamoDB: commit nothing
                 offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
                 if self._after_writes is not None:
                     await self._after_writes(offsets)
@@ -88,6 +93,22 @@ class FanoutWorker:
         finally:
             await consumer.stop()
             log.info("fanout_stopped", **self.stats.handled, skipped=dict(self.stats.skipped))
+
+    async def _apply(
+        self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], stop: asyncio.Event
+    ) -> bool:
+        """Apply every partition of the batch, partitions concurrently; False if a stop cut it short.
+        A partition that fails cancels the others, so none goes on writing after the worker ends."""
+        tasks = [asyncio.create_task(self._partition(records, stop)) for records in batch.values()]
+        try:
+            await asyncio.gather(*tasks)
+        except _Stopped:
+            return False
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return True
 
     async def _partition(self, records: list[ConsumerRecord[bytes, bytes]], stop: asyncio.Event) -> None:
         for record in records:  # in order: events of one key keep their order
@@ -123,7 +144,7 @@ class FanoutWorker:
                 self.stats.retries += 1
                 log.warning("fanout_retrying", error=str(exc), topic=record.topic, offset=record.offset)
                 if stop.is_set():
-                    raise
+                    raise _Stopped from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 

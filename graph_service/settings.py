@@ -81,7 +81,7 @@ class Settings:
     counters_consumer_name: str = "counters"
     """Checkpoint namespace of the counters consumer."""
     relay_consumer_name: str = "relay"
-    """Checkpoint namespace of the relay (one per stream: ``relay:tweets``, ``relay:graph``)."""
+    """Checkpoint namespace of the relay (one per stream: ``relay:tweets``, ``relay:followers``)."""
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     """Comma-separated Kafka bootstrap servers (host:port)."""
     kafka_security_protocol: str = "PLAINTEXT"

@@ -53,7 +53,9 @@ def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
     change = edge_change(record)
     if change is None:
         return []
-    at = change.at_us if change.added else _record_time_us(record)
+    # A removal's time is the stream record's, which DynamoDB rounds down (to the second; DynamoDB
+    # Local to the minute): never date it before the follow it undoes.
+    at = change.at_us if change.added else max(_record_time_us(record), change.at_us)
     return [follow_record(change.follower_id, change.followee_id, change.added, at)]
 
 

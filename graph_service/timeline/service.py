@@ -68,7 +68,7 @@ class TimelineService:
         """Up to ``size + 1`` readable entries older than ``before`` (one more tells if a next page exists)."""
         pushed, celebrities = await asyncio.gather(timelines.home(user_id), self._celebrities(timelines))
         followed = await self._following(user_id, celebrities)
-        pulled = await timelines.recent_of_many(a for a, yes in followed.items() if yes)
+        pulled = await timelines.recent_of_many([a for a, yes in followed.items() if yes])
         author_of = {t: a for a, ids in pulled.items() for t in ids}
         candidates = sorted({*pushed, *author_of}, reverse=True)
         if before is not None:
