@@ -33,7 +33,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from fanout.fanner import Fanout
+from fanout.applier import Fanout
 from graph_service.bootstrap import build_timelines
 from graph_service.events import TweetPosted
 from graph_service.localstack.processes import free_port, start_redis

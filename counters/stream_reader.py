@@ -17,6 +17,7 @@ import structlog
 from botocore.exceptions import ClientError
 
 from counters.checkpoints import CheckpointStore
+from graph_service.errors import Unavailable
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo, error_code
 
@@ -73,7 +74,10 @@ class StreamReader:
         try:
             while not stop.is_set():
                 self._forget_failed()
-                await self._schedule()
+                try:
+                    await self._schedule()
+                except (Unavailable, ClientError) as exc:  # DynamoDB unreachable: try at the next refresh
+                    log.error("shard_listing_failed", error=str(exc))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self._refresh)
         finally:

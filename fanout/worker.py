@@ -13,10 +13,9 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
-from fanout.fanner import Fanout
+from fanout.applier import Fanout
 from graph_service.bootstrap import build_store, build_timelines
-from graph_service.cache.graph_cache import REDIS_FAILURES
-from graph_service.errors import Unavailable
+from graph_service.errors import TimelineUnavailable, Unavailable
 from graph_service.events import TweetPosted, UnreadableEvent, decode
 from graph_service.kafka import client_options
 from graph_service.settings import Settings
@@ -24,7 +23,9 @@ from graph_service.settings import Settings
 __all__ = ["FanoutWorker", "Offsets", "WorkerStats", "fanout_worker", "run_fanout"]
 
 log = structlog.get_logger(__name__)
-TRANSIENT = (Unavailable, *REDIS_FAILURES)
+TRANSIENT = (Unavailable, TimelineUnavailable)
+"""DynamoDB or Redis unreachable: retried. Any other error (a Redis that refuses a command, a bug)
+ends the worker without committing, so the record is neither lost nor skipped in silence."""
 MAX_RECORDS = 500
 Offsets = dict[TopicPartition, int]
 
@@ -112,6 +113,8 @@ class FanoutWorker:
 
     async def _partition(self, records: list[ConsumerRecord[bytes, bytes]], stop: asyncio.Event) -> None:
         for record in records:  # in order: events of one key keep their order
+            if stop.is_set():
+                raise _Stopped  # the rest of the batch goes to the partition's next owner
             await self._record(record, stop)
 
     async def _record(self, record: ConsumerRecord[bytes, bytes], stop: asyncio.Event) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from graph_service.cache.cached_store import CachedEdgeStore
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.cache.redis_client import build_redis
@@ -44,7 +46,12 @@ def build_service(settings: Settings) -> tuple[GraphService, EdgeStore]:
 
 
 def build_timelines(settings: Settings) -> TimelineStore | None:
-    """The Redis timelines (None when Redis is switched off)."""
+    """The Redis timelines (None when Redis is switched off): in SG_TIMELINE_REDIS_URL if set, else
+    next to the caches."""
+    if settings.timeline_redis_url:
+        settings = replace(
+            settings, redis_url=settings.timeline_redis_url, redis_cluster=settings.timeline_redis_cluster
+        )
     redis = build_redis(settings)
     if redis is None:
         return None

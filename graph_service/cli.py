@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import structlog
+from botocore.exceptions import ClientError
 
 from graph_service.logging import configure_logging
 from graph_service.settings import Settings, SettingsError
@@ -42,7 +43,7 @@ def _until_signal(run: Callable[[Settings, asyncio.Event], Awaitable[None]], set
 
     try:
         asyncio.run(main())
-    except RuntimeError as exc:  # a missing table or stream, Kafka unreachable, no Redis
+    except (RuntimeError, ClientError) as exc:  # a missing table or stream, Kafka unreachable, no Redis
         print(f"socialgraph: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -75,9 +76,15 @@ def _create_tables(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _create_topics(settings: Settings, args: argparse.Namespace) -> int:
+    from aiokafka.errors import KafkaError
+
     from graph_service.kafka import ensure_topics
 
-    created = asyncio.run(ensure_topics(settings))
+    try:
+        created = asyncio.run(ensure_topics(settings))
+    except (KafkaError, RuntimeError) as exc:
+        print(f"socialgraph create-topics: Kafka at {settings.kafka_bootstrap_servers}: {exc}", file=sys.stderr)
+        return 2
     print(f"created: {', '.join(created) or 'nothing (all topics exist)'}")
     return 0
 

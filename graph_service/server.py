@@ -75,8 +75,13 @@ async def start_server(settings: Settings) -> RunningServer:
         await store.close()
         raise PortInUse(f"cannot listen on {settings.grpc_address}: address in use or not available")
     await server.start()
-    for name in (SERVICE_NAME, TIMELINE_SERVICE_NAME, ""):
+    for name in (SERVICE_NAME, ""):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    timelines_served = timeline.has_timelines  # without Redis every GetHomeTimeline is UNAVAILABLE
+    await health_servicer.set(
+        TIMELINE_SERVICE_NAME,
+        health_pb2.HealthCheckResponse.SERVING if timelines_served else health_pb2.HealthCheckResponse.NOT_SERVING,
+    )
     if settings.page_token_secret == DEV_PAGE_TOKEN_SECRET and not settings.dynamodb_endpoint:
         log.warning("development_page_token_secret", hint="set SG_PAGE_TOKEN_SECRET: tokens can be forged")
     log.info("server_started", address=settings.grpc_address, port=port)

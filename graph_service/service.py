@@ -27,7 +27,7 @@ from graph_service.settings import Settings
 from graph_service.store.edge_store import AccountIsPrivate, EdgeStore
 from graph_service.suggestions import MAX_SUGGESTIONS, Suggester, Suggestion
 
-__all__ = ["FollowState", "GraphService", "Page"]
+__all__ = ["FollowState", "GraphService", "Page", "page_size", "require_pair", "require_user_id"]
 
 log = structlog.get_logger(__name__)
 MAX_USER_ID = 2**64 - 1
@@ -45,6 +45,13 @@ def require_user_id(value: int, field: str) -> int:
     if not 0 < value <= MAX_USER_ID:
         raise InvalidUserId(field)
     return value
+
+
+def page_size(requested: int, default: int, maximum: int) -> int:
+    """AIP-158: 0 is the default, too large is clamped, negative is an error."""
+    if requested < 0:
+        raise InvalidPageSize(requested)
+    return min(requested or default, maximum)
 
 
 def require_pair(first: int, first_field: str, second: int, second_field: str) -> None:
@@ -159,12 +166,7 @@ class GraphService:
         return await self._store.is_following(follower_id, followee_id)
 
     def page_size(self, requested: int) -> int:
-        """AIP-158: 0 is the default, too large is clamped, negative is an error."""
-        if requested < 0:
-            raise InvalidPageSize(requested)
-        if requested == 0:
-            return self._settings.default_page_size
-        return min(requested, self._settings.max_page_size)
+        return page_size(requested, self._settings.default_page_size, self._settings.max_page_size)
 
     async def _paged(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -66,7 +66,7 @@ class Settings:
     """How long computed suggestions are kept (a follow change of the user drops them at once)."""
     intersection_candidate_limit: int = 10_000
     """ListKnownFollowers/ListMutualFollows load the viewer's followees into memory only below this."""
-    page_token_secret: str = DEV_PAGE_TOKEN_SECRET
+    page_token_secret: str = field(default=DEV_PAGE_TOKEN_SECRET, repr=False)
     """HMAC key of page tokens; set a real secret, shared by all replicas, in production."""
     dynamodb_max_workers: int = 32
     """Threads that run blocking boto3 calls off the event loop."""
@@ -90,7 +90,7 @@ class Settings:
     """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 when the protocol is SASL_*."""
     kafka_sasl_username: str = ""
     """SASL user name."""
-    kafka_sasl_password: str = ""
+    kafka_sasl_password: str = field(default="", repr=False)
     """SASL password."""
     kafka_ssl_cafile: str = ""
     """CA bundle for TLS to the brokers; empty uses the system's trusted CAs."""
@@ -110,6 +110,10 @@ class Settings:
     """Followers read per page and timelines written per pipelined Redis batch."""
     celebrity_threshold: int = 10_000
     """Authors with at least this many followers are not fanned out; their tweets are pulled at read time."""
+    timeline_redis_url: str = ""
+    """Redis (or Cluster seed) of the timelines, when they have a Redis of their own; empty: SG_REDIS_URL."""
+    timeline_redis_cluster: bool = False
+    """Treat timeline_redis_url as a seed node of a Redis Cluster (unused when that URL is empty)."""
     timeline_cap: int = 800
     """Entries kept per home timeline (``home_timeline:{user_id}``)."""
     recent_tweets_cap: int = 200
@@ -124,22 +128,22 @@ class Settings:
         """Build settings from ``SG_*`` variables; unknown variables are ignored."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for field in fields(cls):
-            raw = env.get(f"SG_{field.name.upper()}")
+        for spec in fields(cls):
+            raw = env.get(f"SG_{spec.name.upper()}")
             if raw is None:
                 continue
-            kind: type = type(field.default)
+            kind: type = type(spec.default)
             try:
                 if kind is bool:
-                    values[field.name] = _bool(raw)
+                    values[spec.name] = _bool(raw)
                 elif kind is int:
-                    values[field.name] = int(raw)
+                    values[spec.name] = int(raw)
                 elif kind is float:
-                    values[field.name] = float(raw)
+                    values[spec.name] = float(raw)
                 else:
-                    values[field.name] = raw
+                    values[spec.name] = raw
             except ValueError as exc:
-                raise SettingsError(f"SG_{field.name.upper()}: {exc}") from exc
+                raise SettingsError(f"SG_{spec.name.upper()}: {exc}") from exc
         settings = cls(**values)  # type: ignore[arg-type]
         settings.validate()
         return settings

@@ -70,10 +70,6 @@ class Tweet:
     author_id: int
     text: str
 
-    @property
-    def created_at_us(self) -> int:
-        return created_at_us(self.tweet_id)
-
 
 class TweetStore:
     """The ``tweets`` table: one ``PutItem`` per tweet; its stream feeds the relay."""

@@ -37,8 +37,10 @@ def tweet_events(record: dict[str, Any]) -> list[OutgoingRecord]:
     image = record.get("dynamodb", {}).get("NewImage")
     if record.get("eventName") != "INSERT" or not image:
         return []
-    tweet_id = int(image["tweet_id"]["N"])
-    return [tweet_record(tweet_id, int(image["author_id"]["N"]), created_at_us(tweet_id))]
+    tweet_id, author_id = int(image["tweet_id"]["N"]), int(image["author_id"]["N"])
+    if not (0 < tweet_id < 2**64 and 0 < author_id < 2**64):
+        raise ValueError(f"tweet {tweet_id} by {author_id}: IDs must be unsigned 64-bit and greater than 0")
+    return [tweet_record(tweet_id, author_id, created_at_us(tweet_id))]
 
 
 def _record_time_us(record: dict[str, Any]) -> int:
@@ -70,9 +72,21 @@ class Relay:
         self._convert = convert
         self._checkpoints = checkpoints
         self.produced = 0
+        self.skipped = 0
+
+    def _events(self, shard_id: str, record: dict[str, Any]) -> list[OutgoingRecord]:
+        """The record's events; none for an item that cannot make one (logged and counted: a table
+        written by another service may hold anything, and one bad item must not stop its shard)."""
+        try:
+            return self._convert(record)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.skipped += 1
+            sequence = record.get("dynamodb", {}).get("SequenceNumber")
+            log.error("relay_record_skipped", shard_id=shard_id, sequence=sequence, error=repr(exc))
+            return []
 
     async def handle(self, shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:
-        outgoing = [event for record in records for event in self._convert(record)]
+        outgoing = [event for record in records for event in self._events(shard_id, record)]
         sent = [await self._producer.send(self._topic, key=e.key, value=e.value, headers=e.headers) for e in outgoing]
         await asyncio.gather(*sent)  # every event acknowledged before the checkpoint moves
         last = str(records[-1]["dynamodb"]["SequenceNumber"])

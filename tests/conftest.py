@@ -7,7 +7,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import boto3
@@ -23,6 +23,7 @@ from graph_service.kafka import ensure_topics
 from graph_service.localstack.processes import (
     ManagedProcess,
     free_port,
+    port_is_open,
     start_dynamodb_local,
     start_kafka_broker,
     start_redis,
@@ -65,6 +66,49 @@ def redis_cluster(servers_dir: Path) -> Iterator[list[int]]:
     proc = start_redis_cluster(ports, servers_dir / "logs", servers_dir / "cluster")
     yield ports
     proc.stop()
+
+
+@dataclass
+class OwnRedis:
+    """A redis-server of this test alone, which the test may stop and start again from its dump."""
+
+    port: int
+    log_dir: Path
+    data_dir: Path
+    process: ManagedProcess
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True)
+
+    def shutdown_saving(self) -> None:
+        """SHUTDOWN SAVE: the dump keeps every entry as it was at this moment."""
+        with self.client() as client:
+            client.shutdown(save=True)
+        self.process.process.wait(timeout=10)
+        assert not port_is_open(self.port)
+        assert (self.data_dir / "dump.rdb").exists()
+
+    def stop(self) -> None:
+        self.process.stop()
+        assert not port_is_open(self.port)
+
+    def restart(self) -> None:
+        """Start again on the same port and data dir: the server reloads a dump, if there is one."""
+        self.process = start_redis(self.port, self.log_dir, self.data_dir)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    port = free_port()
+    value = OwnRedis(
+        port, tmp_path / "logs", tmp_path / "redis", start_redis(port, tmp_path / "logs", tmp_path / "redis")
+    )
+    yield value
+    value.process.stop()
 
 
 @pytest.fixture(scope="session")
@@ -158,16 +202,23 @@ async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.SocialGraphServic
 
 
 @contextlib.asynccontextmanager
-async def running_counters(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
-    """The counters consumer as a task of the test's event loop."""
+async def running_task(
+    run: Callable[[Settings, asyncio.Event], Awaitable[None]], settings: Settings
+) -> AsyncIterator[asyncio.Task[None]]:
+    """A component's ``run(settings, stop)`` as a task of the test's event loop, stopped on exit."""
     stop = asyncio.Event()
-    task = asyncio.create_task(run_counters(settings, stop))
+    task = asyncio.create_task(run(settings, stop))
     try:
         yield task
     finally:
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=15)
+
+
+def running_counters(settings: Settings) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
+    """The counters consumer as a task of the test's event loop."""
+    return running_task(run_counters, settings)
 
 
 @pytest.fixture
@@ -192,17 +243,9 @@ async def event_settings(settings: Settings, kafka_broker: str) -> Settings:
     return value
 
 
-@contextlib.asynccontextmanager
-async def running_relay(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
+def running_relay(settings: Settings) -> contextlib.AbstractAsyncContextManager[asyncio.Task[None]]:
     """The relay as a task of the test's event loop."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_relay(settings, stop))
-    try:
-        yield task
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, timeout=15)
+    return running_task(run_relay, settings)
 
 
 @contextlib.asynccontextmanager

@@ -6,11 +6,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
+import redis.asyncio as aioredis
 from socialgraph.v1 import timeline_pb2 as tpb
 from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
 from graph_service.settings import Settings
 from graph_service.store.dynamo_client import AsyncDynamo
+from graph_service.timeline import keys
 from graph_service.tweets import Tweet, TweetStore
 from tests.servers import eventually
 
@@ -61,3 +63,18 @@ async def whole_timeline(stub: TimelineStub, user_id: int, page_size: int = 100)
 async def timeline_becomes(stub: TimelineStub, user_id: int, expected: list[int], timeout: float = 30.0) -> list[int]:  # noqa: ASYNC109
     """Poll until the user's whole home timeline is exactly ``expected`` (newest first)."""
     return await eventually(lambda: whole_timeline(stub, user_id), lambda got: got == expected, timeout=timeout)
+
+
+@contextlib.asynccontextmanager
+async def raw_redis(settings: Settings) -> AsyncIterator[aioredis.Redis]:
+    """A plain client of the settings' (single-node) Redis, to look at what is stored."""
+    client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def pushed(client: aioredis.Redis, user_id: int) -> list[int]:
+    """The user's home_timeline list in Redis, as stored (duplicates and order included)."""
+    return [int(v) for v in await client.lrange(keys.home(user_id), 0, -1)]

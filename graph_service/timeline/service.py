@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from graph_service.cache.graph_cache import REDIS_FAILURES
-from graph_service.errors import InvalidPageSize, TimelineUnavailable
+from graph_service.errors import TimelineUnavailable
 from graph_service.models import Edge
 from graph_service.page_tokens import PageTokenCodec
+from graph_service.service import page_size as clamp_page_size
 from graph_service.service import require_user_id
 from graph_service.settings import Settings
 from graph_service.store.edge_store import EdgeStore
@@ -47,19 +47,19 @@ class TimelineService:
         self._celebrity_refresh = settings.celebrity_refresh_seconds
         self._celebrity_copy: tuple[float, list[int]] = (0.0, [])
 
+    @property
+    def has_timelines(self) -> bool:
+        """False when Redis is switched off: there are no timelines to serve."""
+        return self._timelines is not None
+
     async def home_timeline(self, user_id: int, page_size: int, page_token: str) -> TimelinePage:
         require_user_id(user_id, "user_id")
-        if page_size < 0:
-            raise InvalidPageSize(page_size)
-        size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        size = clamp_page_size(page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         scope = f"home:{user_id}"
         cursor = self._tokens.decode(scope, page_token)
         if self._timelines is None:
             raise TimelineUnavailable("timelines need Redis (SG_REDIS_URL is empty)")
-        try:
-            entries = await self._page(self._timelines, user_id, size, cursor.user_id if cursor else None)
-        except REDIS_FAILURES as exc:
-            raise TimelineUnavailable(f"Redis did not answer: {exc}") from exc
+        entries = await self._page(self._timelines, user_id, size, cursor.user_id if cursor else None)
         page, more = entries[:size], len(entries) > size
         token = self._tokens.encode(scope, Edge(user_id=page[-1], at_us=0)) if more else ""
         return TimelinePage(page, token)

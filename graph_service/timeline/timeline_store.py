@@ -7,35 +7,56 @@ import functools
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from graph_service.cache.graph_cache import TORN_CONNECTION
 from graph_service.cache.redis_client import AnyRedis
+from graph_service.errors import TimelineUnavailable
 from graph_service.timeline import keys, scripts
 
 __all__ = ["TimelineStore"]
 
 ATTEMPTS = 3
+UNREACHABLE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    TryAgainError,
+    ClusterDownError,
+    RedisClusterException,
+    OSError,
+)
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _retried_if_torn(
+def _redis_call(
     method: Callable[Concatenate[TimelineStore, P], Coroutine[Any, Any, T]],
 ) -> Callable[Concatenate[TimelineStore, P], Coroutine[Any, Any, T]]:
-    """redis-py#4287: a pooled connection torn down under the client surfaces as AttributeError or
+    """Redis unreachable becomes ``TimelineUnavailable``; other Redis errors (a refused command,
+    out of memory) are raised as they are, since retrying cannot help them.
+
+    redis-py#4287: a pooled connection torn down under the client surfaces as AttributeError or
     TypeError (or a ConnectionError for one closed meanwhile). Every operation here is idempotent
     and takes no iterator it could use up, so it is tried again on a fresh connection, twice at most."""
 
     @functools.wraps(method)
     async def wrapper(store: TimelineStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        for _ in range(ATTEMPTS - 1):
+        for attempt in range(1, ATTEMPTS + 1):
             try:
                 return await method(store, *args, **kwargs)
-            except (*TORN_CONNECTION, RedisConnectionError):
-                continue
-        return await method(store, *args, **kwargs)
+            except (*TORN_CONNECTION, *UNREACHABLE) as exc:
+                if attempt == ATTEMPTS:
+                    raise TimelineUnavailable(f"Redis did not answer: {exc}") from exc
+        raise AssertionError("unreachable")
 
     return wrapper
 
@@ -49,13 +70,9 @@ class TimelineStore:
         self._merge = redis.register_script(scripts.MERGE_IDS)
         self._remove = redis.register_script(scripts.REMOVE_IDS)
 
-    @property
-    def timeline_cap(self) -> int:
-        return self._timeline_cap
-
     # -- writes (the fanout worker) -----------------------------------------------------------
 
-    @_retried_if_torn
+    @_redis_call
     async def push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
         """Put one tweet into each user's home timeline: one pipelined round trip (per Cluster node)."""
         if not user_ids:
@@ -75,48 +92,48 @@ class TimelineStore:
             pipe.execute_command("EVALSHA", sha, 1, keys.home(user_id), self._timeline_cap, tweet_id)
         await pipe.execute()
 
-    @_retried_if_torn
+    @_redis_call
     async def load_scripts(self) -> None:
         """Load the merge script on every node, so pipelined pushes can name it by hash."""
         await self._redis.script_load(scripts.MERGE_IDS)
 
-    @_retried_if_torn
+    @_redis_call
     async def record_tweet(self, author_id: int, tweet_id: int) -> None:
         """Remember the tweet among its author's recent ones, and who wrote it."""
         await self._merge(keys=[keys.recent(author_id)], args=[self._recent_cap, tweet_id])
         await self._redis.set(keys.tweet_author(tweet_id), author_id, ex=self._author_ttl)
 
-    @_retried_if_torn
+    @_redis_call
     async def merge(self, user_id: int, tweet_ids: Sequence[int]) -> int:
         """Put tweets (in any order) into one home timeline; how many were new."""
         if not tweet_ids:
             return 0
         return int(await self._merge(keys=[keys.home(user_id)], args=[self._timeline_cap, *tweet_ids]))
 
-    @_retried_if_torn
+    @_redis_call
     async def remove(self, user_id: int, tweet_ids: Sequence[int]) -> int:
         """Take tweets out of one home timeline; how many were there."""
         if not tweet_ids:
             return 0
         return int(await self._remove(keys=[keys.home(user_id)], args=list(tweet_ids)))
 
-    @_retried_if_torn
+    @_redis_call
     async def mark_celebrity(self, author_id: int, followers: int) -> None:
         await self._redis.zadd(keys.CELEBRITIES, {str(author_id): followers})
 
     # -- reads --------------------------------------------------------------------------------
 
-    @_retried_if_torn
+    @_redis_call
     async def home(self, user_id: int) -> list[int]:
         """The pushed timeline, newest first."""
         return [int(v) for v in await self._redis.lrange(keys.home(user_id), 0, -1)]
 
-    @_retried_if_torn
+    @_redis_call
     async def recent(self, author_id: int) -> list[int]:
         """The author's recent tweets, newest first."""
         return [int(v) for v in await self._redis.lrange(keys.recent(author_id), 0, -1)]
 
-    @_retried_if_torn
+    @_redis_call
     async def recent_of_many(self, authors: Sequence[int]) -> dict[int, list[int]]:
         if not authors:
             return {}
@@ -126,16 +143,16 @@ class TimelineStore:
         replies = await pipe.execute()
         return {a: [int(v) for v in reply] for a, reply in zip(authors, replies, strict=True)}
 
-    @_retried_if_torn
+    @_redis_call
     async def celebrities(self) -> list[int]:
         members = await self._redis.zrange(keys.CELEBRITIES, 0, -1)
         return [int(str(v)) for v in members]
 
-    @_retried_if_torn
+    @_redis_call
     async def is_celebrity(self, author_id: int) -> bool:
         return await self._redis.zscore(keys.CELEBRITIES, str(author_id)) is not None
 
-    @_retried_if_torn
+    @_redis_call
     async def authors(self, tweet_ids: Sequence[int]) -> dict[int, int]:
         """Cached authors of those tweets whose entry is in Redis."""
         if not tweet_ids:
@@ -146,7 +163,7 @@ class TimelineStore:
         replies = await pipe.execute()
         return {t: int(a) for t, a in zip(tweet_ids, replies, strict=True) if a is not None}
 
-    @_retried_if_torn
+    @_redis_call
     async def fill_authors(self, found: dict[int, int]) -> None:
         if not found:
             return

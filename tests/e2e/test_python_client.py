@@ -11,7 +11,7 @@ import grpc
 import pytest
 from socialgraph_client import SocialGraphClient, SocialGraphError
 
-from fanout.fanner import Fanout
+from fanout.applier import Fanout
 from graph_service.bootstrap import build_store, build_timelines
 from graph_service.events import TweetPosted
 from graph_service.server import RunningServer

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaProducer, TopicPartition
+import redis.exceptions
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from socialgraph.v1 import events_pb2 as epb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
@@ -27,15 +27,14 @@ import fanout.worker
 from fanout.worker import FanoutWorker, Offsets
 from graph_service.events import EVENT_TYPE_HEADER, VERSION_HEADER, OutgoingRecord, follow_record, tweet_record
 from graph_service.kafka import client_options
-from graph_service.localstack.processes import ManagedProcess, free_port, port_is_open, start_redis
 from graph_service.server import RunningServer
 from graph_service.settings import Settings
 from graph_service.timeline import keys
 from graph_service.tweets import TweetIdGenerator, created_at_us
-from tests.conftest import running_fanout
+from tests.conftest import OwnRedis, running_fanout
 from tests.graph_calls import follow
 from tests.servers import eventually
-from tests.timeline_calls import timeline_becomes, timeline_stub_for
+from tests.timeline_calls import pushed, raw_redis, timeline_becomes, timeline_stub_for
 
 TWEET_CREATED = epb.TweetCreated.DESCRIPTOR.full_name.encode()
 FOLLOW_EVENT = epb.FollowEvent.DESCRIPTOR.full_name.encode()
@@ -119,18 +118,14 @@ async def producing(settings: Settings) -> AsyncIterator[Producer]:
         await producer.stop()
 
 
-@contextlib.asynccontextmanager
-async def redis_of(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+async def committed_offset(settings: Settings, partition: TopicPartition) -> int:
+    """The group's committed offset of one partition (-1 if none), read without joining the group."""
+    consumer = AIOKafkaConsumer(**client_options(settings), group_id=settings.fanout_group, enable_auto_commit=False)
+    await consumer.start()
     try:
-        yield client
+        return await consumer.committed(partition) or -1
     finally:
-        await client.aclose()
-
-
-async def pushed(client: aioredis.Redis, user_id: int) -> list[int]:
-    """The user's home timeline list in Redis, as stored (duplicates and order included)."""
-    return [int(v) for v in await client.lrange(keys.home(user_id), 0, -1)]
+        await consumer.stop()
 
 
 async def recent(client: aioredis.Redis, author_id: int) -> list[int]:
@@ -246,7 +241,7 @@ async def test_a_killed_worker_s_records_are_redelivered_and_every_duplicate_or_
 
     crashes: list[tuple[Offsets, dict[int, list[int]]]] = []
 
-    async with redis_of(event_settings) as client:
+    async with raw_redis(event_settings) as client:
 
         async def crash_once(offsets: Offsets) -> None:
             if not crashes:
@@ -310,7 +305,7 @@ async def test_two_workers_in_one_group_share_the_partitions_and_fan_out_every_t
     async with (
         running_fanout(event_settings) as (one, one_task),
         running_fanout(event_settings) as (two, two_task),
-        redis_of(event_settings) as client,
+        raw_redis(event_settings) as client,
         producing(event_settings) as producer,
     ):
 
@@ -377,7 +372,7 @@ async def test_unreadable_records_are_logged_counted_and_skipped_while_the_rest_
 
     async with (
         running_fanout(event_settings) as (worker, task),
-        redis_of(event_settings) as client,
+        raw_redis(event_settings) as client,
         producing(event_settings) as producer,
     ):
         first = await producer.tweet(before, 2, key=key)
@@ -408,35 +403,6 @@ async def test_unreadable_records_are_logged_counted_and_skipped_while_the_rest_
 # -- 5. a Redis outage while an event is pending --------------------------------------------------
 
 
-@dataclass
-class OwnRedis:
-    port: int
-    log_dir: Path
-    data_dir: Path
-    process: ManagedProcess
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> None:
-        self.process.stop()
-        assert not port_is_open(self.port)
-
-    def start(self) -> None:
-        self.process = start_redis(self.port, self.log_dir, self.data_dir)
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    port = free_port()
-    value = OwnRedis(
-        port, tmp_path / "logs", tmp_path / "redis", start_redis(port, tmp_path / "logs", tmp_path / "redis")
-    )
-    yield value
-    value.process.stop()
-
-
 async def test_a_tweet_pending_while_redis_is_down_is_retried_and_applied_after_the_restart(
     event_settings: Settings, stub: pb_grpc.SocialGraphServiceStub, own_redis: OwnRedis
 ) -> None:
@@ -458,10 +424,27 @@ async def test_a_tweet_pending_while_redis_is_down_is_retried_and_applied_after_
 
         await eventually(retries, lambda n: n >= 2)  # the pending tweet met the outage, twice
         assert worker.stats.handled["tweet"] == 0
-        own_redis.start()
-        async with redis_of(settings) as client:
+        own_redis.restart()
+        async with raw_redis(settings) as client:
             await timelines_become(client, {1: [tweet_id], 3: [tweet_id]})
             assert await recent(client, 2) == [tweet_id]
         assert worker.stats.handled["tweet"] == 1
         assert not worker.stats.skipped, "a Redis failure is not a reason to skip a record"
         assert not task.done()
+
+        # A command Redis refuses (here: the timeline key holds a string) is no outage: retrying
+        # cannot help, so the worker ends with the error and commits nothing past that record.
+        async with raw_redis(settings) as client:
+            await client.set(keys.home(3), "not a list")
+        retries = worker.stats.retries
+        [refused] = ids(1)
+        sent = await producer.tweet(refused, 2)
+
+        async def ended() -> bool:
+            return task.done()
+
+        await eventually(ended, bool)
+        assert isinstance(task.exception(), redis.exceptions.ResponseError)
+        assert worker.stats.retries == retries
+        assert worker.stats.handled["tweet"] == 1
+        assert await committed_offset(settings, TopicPartition(settings.tweets_topic, sent.partition)) <= sent.offset

@@ -1,7 +1,7 @@
 """GetHomeTimeline and the timelines' Redis layout, on real DynamoDB Local, Redis (single node and
 Cluster) and, for the follow pipeline, the real broker.
 
-Most tests drive the timelines through ``fanout.fanner.Fanout`` directly (the code the worker runs
+Most tests drive the timelines through ``fanout.applier.Fanout`` directly (the code the worker runs
 for each event), with tweets posted to the ``tweets`` table so their authors are known, and read
 them back through the gRPC ``TimelineService`` of the server under test.
 """
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-import redis.asyncio as aioredis
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
 
-from fanout.fanner import Fanout
+from fanout.applier import Fanout
 from graph_service.bootstrap import build_store, build_timelines
 from graph_service.events import Follow, TweetPosted
 from graph_service.localstack.processes import free_port, start_redis
@@ -45,7 +45,7 @@ from tests.conftest import (
 )
 from tests.graph_calls import Stub, block, counts, follow, rejected, remove_follower, unblock, unfollow
 from tests.servers import eventually
-from tests.timeline_calls import TimelineStub, home, timeline_becomes, timeline_stub_for, tweet_store
+from tests.timeline_calls import TimelineStub, home, pushed, raw_redis, timeline_becomes, timeline_stub_for, tweet_store
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 CAP = 800
@@ -108,20 +108,6 @@ async def direct_fanout(settings: Settings) -> AsyncIterator[Driver]:
     finally:
         await timelines.close()
         await store.close()
-
-
-@contextlib.asynccontextmanager
-async def raw_redis(settings: Settings) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
-async def pushed(client: aioredis.Redis, user: int) -> list[int]:
-    """The user's home_timeline list in Redis, as stored."""
-    return [int(v) for v in await client.lrange(keys.home(user), 0, -1)]
 
 
 async def pages(stub: TimelineStub, user: int, page_size: int) -> list[list[int]]:
@@ -285,6 +271,49 @@ async def test_a_celebritys_tweets_are_pulled_not_pushed_and_merged_in_order(
         assert await timeline(timelines, 2) == []
         await follow(stub, 2, star)
         assert await timeline(timelines, 2) == by_star
+
+
+async def test_a_fanout_whose_follower_count_lags_stops_at_the_threshold_and_pulls_the_rest(
+    settings: Settings, server: RunningServer, stub: Stub
+) -> None:
+    """Counts never made (no counters consumer here) must not let one record push to every follower
+    of a large account: the fanout stops after the threshold, marks the author a celebrity, and
+    every follower still reads the tweet (the rest by pull)."""
+    author, fans = 300, list(range(1, 26))
+    await asyncio.gather(*(follow(stub, fan, author) for fan in fans))
+    async with (
+        direct_fanout(replace(settings, celebrity_threshold=10, fanout_batch_size=4)) as driver,
+        raw_redis(settings) as client,
+        timeline_stub_for(server.port) as timelines,
+    ):
+        (tweet_id,) = await driver.post(author)
+        assert await driver.deliver(author, [tweet_id]) == 10
+        assert sum([await pushed(client, fan) == [tweet_id] for fan in fans]) == 10
+        assert await client.zscore(keys.CELEBRITIES, str(author)) is not None
+        reads = await asyncio.gather(*(timeline(timelines, fan) for fan in fans))
+        assert reads == [[tweet_id]] * len(fans)
+
+
+async def test_without_redis_the_timeline_service_is_not_serving_and_calls_are_unavailable(
+    dynamodb_local: str,
+) -> None:
+    """SG_REDIS_URL empty: the graph still serves (from DynamoDB), the health service says
+    TimelineService is NOT_SERVING, and GetHomeTimeline is UNAVAILABLE / TIMELINE_UNAVAILABLE."""
+    settings = make_settings(dynamodb_local, "")
+    await ensure_tables(settings)
+    try:
+        async with running_server(settings) as server, timeline_stub_for(server.port) as timelines:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                health = health_pb2_grpc.HealthStub(channel)
+                graph = await health.Check(health_pb2.HealthCheckRequest(service="socialgraph.v1.SocialGraphService"))
+                timeline_health = await health.Check(
+                    health_pb2.HealthCheckRequest(service="socialgraph.v1.TimelineService")
+                )
+            assert graph.status == health_pb2.HealthCheckResponse.SERVING
+            assert timeline_health.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            await rejected(home(timelines, 1), grpc.StatusCode.UNAVAILABLE, "TIMELINE_UNAVAILABLE")
+    finally:
+        await drop_tables(settings)
 
 
 # -- 4. graph changes reach the read path --------------------------------------------------------

@@ -3,61 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-import redis
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.cache import keys
 from graph_service.cache.cached_store import CachedEdgeStore
-from graph_service.localstack.processes import ManagedProcess, free_port, port_is_open, start_redis
 from graph_service.models import Direction
 from graph_service.settings import Settings
-from tests.conftest import ensure_tables, make_settings, running_counters, running_server, stub_for
+from tests.conftest import OwnRedis, ensure_tables, make_settings, running_counters, running_server, stub_for
 from tests.graph_calls import Stub, counts, is_following
 from tests.servers import eventually
-
-
-@dataclass
-class OwnRedis:
-    """A redis-server of this test alone, which the test may stop and start again from its dump."""
-
-    port: int
-    log_dir: Path
-    data_dir: Path
-    process: ManagedProcess
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, decode_responses=True)
-
-    def shutdown_saving(self) -> None:
-        """SHUTDOWN SAVE: the dump keeps every entry as it was at this moment."""
-        with self.client() as client:
-            client.shutdown(save=True)
-        self.process.process.wait(timeout=10)
-        assert not port_is_open(self.port)
-        assert (self.data_dir / "dump.rdb").exists()
-
-    def restart(self) -> None:
-        """Start again on the same port and data dir: the server reloads the dump."""
-        self.process = start_redis(self.port, self.log_dir, self.data_dir)
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    port = free_port()
-    value = OwnRedis(
-        port, tmp_path / "logs", tmp_path / "redis", start_redis(port, tmp_path / "logs", tmp_path / "redis")
-    )
-    yield value
-    value.process.stop()
 
 
 @pytest.fixture

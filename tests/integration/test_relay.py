@@ -211,6 +211,31 @@ async def test_the_relay_resumes_after_a_restart_without_producing_anything_twic
     assert sorted(seen) == sorted(first + second), "each tweet exactly once"
 
 
+async def test_an_item_the_relay_cannot_read_is_skipped_and_the_shard_goes_on(event_settings: Settings) -> None:
+    """Items another writer left in the tweets table without a usable author (missing, not a number,
+    zero) make no event and do not stop the shard: the tweets around them are produced."""
+    table = event_settings.table(TWEETS)
+    client = boto3.client("dynamodb", endpoint_url=event_settings.dynamodb_endpoint, region_name="us-east-1")
+    bad_items = [
+        {"tweet_id": {"N": "101"}},
+        {"tweet_id": {"N": "102"}, "author_id": {"S": "seven"}},
+        {"tweet_id": {"N": "103"}, "author_id": {"N": "0"}},
+    ]
+    async with (
+        running_relay(event_settings),
+        tweet_store(event_settings) as store,
+        reading(event_settings, event_settings.tweets_topic) as topic,
+    ):
+        before = (await store.post(1, "before")).tweet_id
+        for item in bad_items:
+            await asyncio.to_thread(client.put_item, TableName=table, Item=item)
+        after = (await store.post(1, "after")).tweet_id
+        await topic.until(has_all({before, after}))
+        await relay_checkpointed_everything(event_settings, TWEETS)
+        records = await topic.drain()
+    assert sorted(tweet_ids_of(records)) == [before, after]
+
+
 # -- follow events --------------------------------------------------------------------------------
 
 
@@ -462,6 +487,11 @@ async def test_create_topics_creates_them_once(kafka_broker: str) -> None:
     second = await socialgraph(env, "create-topics")
     assert second.code == 0, second.err
     assert second.out.strip() == "created: nothing (all topics exist)"
+
+    unreachable = await socialgraph(command_env(SG_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1"), "create-topics")
+    assert unreachable.code == 2
+    assert "Kafka at 127.0.0.1:1" in unreachable.err
+    assert "Traceback" not in unreachable.err
 
     settings = replace(Settings(), kafka_bootstrap_servers=kafka_broker)
     consumer = AIOKafkaConsumer(**client_options(settings), group_id=None)

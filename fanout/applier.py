@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import structlog
 
@@ -38,9 +38,16 @@ class Fanout:
             log.info("fanout_pull_only", author_id=author, tweet_id=event.tweet_id, followers=followers)
             return 0
         written = 0
-        async for page in self._follower_pages(author):
-            await self._timelines.push(event.tweet_id, page)
-            written += len(page)
+        async with contextlib.aclosing(self._follower_pages(author)) as pages:
+            async for page in pages:
+                await self._timelines.push(event.tweet_id, page[: self._threshold - written])
+                written += min(len(page), self._threshold - written)
+                if written >= self._threshold:
+                    # The count lagged (or was never made): an author with this many followers is
+                    # pulled from now on, and its followers not yet pushed to read this tweet that way.
+                    await self._timelines.mark_celebrity(author, written)
+                    log.warning("fanout_count_lagged", author_id=author, counted=followers, pushed=written)
+                    break
         return written
 
     async def follow(self, event: Follow) -> None:
@@ -52,7 +59,7 @@ class Fanout:
         elif not await self._timelines.is_celebrity(event.followee_id):
             await self._timelines.merge(event.follower_id, recent)
 
-    async def _follower_pages(self, author: int) -> AsyncIterator[list[int]]:
+    async def _follower_pages(self, author: int) -> AsyncGenerator[list[int], None]:
         """The author's followers page by page; the next page is read while the caller writes this one."""
 
         def fetch(page: EdgePage | None) -> asyncio.Task[EdgePage]:
