@@ -61,6 +61,7 @@ class TimelineService:
             raise TimelineUnavailable("timelines need Redis (SG_REDIS_URL is empty)")
         entries = await self._page(self._timelines, user_id, size, cursor.user_id if cursor else None)
         page, more = entries[:size], len(entries) > size
+        # The cursor is the last tweet ID returned (carried in the codec's ID field; no time needed).
         token = self._tokens.encode(scope, Edge(user_id=page[-1], at_us=0)) if more else ""
         return TimelinePage(page, token)
 
