@@ -91,6 +91,9 @@ class FanoutWorker:
                     # The group moved these partitions elsewhere; their new owner applies the records
                     # again from the last commit, which changes nothing already written.
                     log.warning("fanout_commit_refused", error=str(exc))
+        except Exception:
+            log.exception("fanout_failed")  # nothing past the failing record was committed
+            raise
         finally:
             await consumer.stop()
             log.info("fanout_stopped", **self.stats.handled, skipped=dict(self.stats.skipped))

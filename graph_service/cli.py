@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from botocore.exceptions import ClientError
 
+from graph_service.errors import DomainError
 from graph_service.logging import configure_logging
 from graph_service.settings import Settings, SettingsError
 
@@ -43,7 +44,7 @@ def _until_signal(run: Callable[[Settings, asyncio.Event], Awaitable[None]], set
 
     try:
         asyncio.run(main())
-    except (RuntimeError, ClientError) as exc:  # a missing table or stream, Kafka unreachable, no Redis
+    except (RuntimeError, ClientError, DomainError) as exc:  # a missing table, Kafka or Redis unreachable
         print(f"socialgraph: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -90,7 +91,6 @@ def _create_topics(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _post(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_service.errors import DomainError
     from graph_service.store.dynamo_client import AsyncDynamo
     from graph_service.tweets import TweetStore
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from botocore.exceptions import ClientError
 
 from counters.checkpoints import CheckpointStore
@@ -106,9 +107,12 @@ async def run_relay(settings: Settings, stop: asyncio.Event) -> None:
     dynamo = AsyncDynamo.build(settings)
     streams = AsyncDynamo.build(settings, "dynamodbstreams")
     producer = AIOKafkaProducer(**client_options(settings), acks="all", linger_ms=5)
-    await producer.start()
     sources = [(TWEETS, settings.tweets_topic, tweet_events), (FOLLOWERS, settings.graph_events_topic, graph_events)]
     try:
+        try:
+            await producer.start()
+        except KafkaError as exc:
+            raise RuntimeError(f"Kafka at {settings.kafka_bootstrap_servers}: {exc}") from exc
         readers = []
         for table, topic, convert in sources:
             checkpoints = CheckpointStore(dynamo, settings, f"{settings.relay_consumer_name}:{table}")
