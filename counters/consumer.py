@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from counters.applier import CounterApplier, Fence, FenceRejected, chunk_changes
 from counters.checkpoints import CheckpointStore
 from counters.edge_changes import EdgeChange, decode_note, edge_changes, encode_note, touched_pairs
-from counters.stream_reader import StreamReader, stream_arn
+from counters.stream_reader import StreamReader
 from graph_service.bootstrap import build_cache
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.models import Counts
@@ -184,14 +184,7 @@ async def run_counters(settings: Settings, stop: asyncio.Event) -> None:
     consumer = CountersConsumer(applier, checkpoints, repairer)
     try:
         await consumer.redo_last_repairs()
-        reader = StreamReader(
-            streams,
-            await stream_arn(dynamo, settings, FOLLOWERS),
-            checkpoints,
-            consumer.handle,
-            poll_seconds=settings.stream_poll_seconds,
-            refresh_seconds=settings.shard_refresh_seconds,
-        )
+        reader = await StreamReader.for_table(dynamo, streams, settings, FOLLOWERS, checkpoints, consumer.handle)
         log.info("counters_started")
         await reader.run(stop)
     finally:

@@ -56,6 +56,26 @@ class StreamReader:
         self._refresh = refresh_seconds
         self._running: dict[str, asyncio.Task[None]] = {}
 
+    @classmethod
+    async def for_table(
+        cls,
+        dynamo: AsyncDynamo,
+        streams: AsyncDynamo,
+        settings: Settings,
+        table: str,
+        checkpoints: CheckpointStore,
+        handler: RecordHandler,
+    ) -> StreamReader:
+        """A reader of the stream of one of the project's tables, paced by the settings."""
+        return cls(
+            streams,
+            await stream_arn(dynamo, settings, table),
+            checkpoints,
+            handler,
+            poll_seconds=settings.stream_poll_seconds,
+            refresh_seconds=settings.shard_refresh_seconds,
+        )
+
     async def list_shards(self) -> dict[str, str | None]:
         """Every shard of the stream and its parent (None for roots)."""
         shards: dict[str, str | None] = {}

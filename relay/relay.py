@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from counters.checkpoints import CheckpointStore
 from counters.edge_changes import edge_change
-from counters.stream_reader import StreamReader, stream_arn
+from counters.stream_reader import StreamReader
 from graph_service.events import OutgoingRecord, follow_record, tweet_record
 from graph_service.kafka import client_options
 from graph_service.settings import Settings
@@ -117,16 +117,7 @@ async def run_relay(settings: Settings, stop: asyncio.Event) -> None:
         for table, topic, convert in sources:
             checkpoints = CheckpointStore(dynamo, settings, f"{settings.relay_consumer_name}:{table}")
             relay = Relay(producer, topic, convert, checkpoints)
-            readers.append(
-                StreamReader(
-                    streams,
-                    await stream_arn(dynamo, settings, table),
-                    checkpoints,
-                    relay.handle,
-                    poll_seconds=settings.stream_poll_seconds,
-                    refresh_seconds=settings.shard_refresh_seconds,
-                )
-            )
+            readers.append(await StreamReader.for_table(dynamo, streams, settings, table, checkpoints, relay.handle))
         log.info("relay_started", topics=[topic for _, topic, _ in sources])
         await asyncio.gather(*(reader.run(stop) for reader in readers))
     finally:

@@ -19,7 +19,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException, RedisError
 
 from graph_service.cache import keys, scripts
-from graph_service.cache.redis_client import AnyRedis
+from graph_service.cache.redis_client import TORN_CONNECTION, AnyRedis, retry_torn
 from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
 
 __all__ = ["GraphCache"]
@@ -29,12 +29,10 @@ T = TypeVar("T")
 SENTINEL = "!"  # sorts before every "<digits>#<digits>" member; keeps empty lists cached
 BREAKER_SECONDS = 1.0
 TOMBSTONE_MS = 300_000  # far longer than any write takes from commit to cache
-# redis-py can leak a connection torn down under it (a peer reset, or a pooled cluster connection
-# disconnected by another task mid-use) as AttributeError/TypeError instead of ConnectionError
-# (redis/redis-py#4287), and a cluster it cannot reach (or whose slots it cannot place) raises
-# RedisClusterException, which is no RedisError. For the failure rule all are Redis failures.
-TORN_CONNECTION = (AttributeError, TypeError)
-REDIS_FAILURES = (RedisError, RedisClusterException, OSError, *TORN_CONNECTION)
+# A torn connection (redis_client.TORN_CONNECTION), and a cluster redis-py cannot reach (or whose
+# slots it cannot place), which raises RedisClusterException, no RedisError: for the failure rule
+# all are Redis failures.
+REDIS_FAILURES: tuple[type[Exception], ...] = (RedisError, RedisClusterException, OSError, *TORN_CONNECTION)
 FILL_CHUNK = 1000
 
 
@@ -84,12 +82,8 @@ class GraphCache:
             return False, None
         try:
             async with self._in_flight:
-                try:
-                    return True, await call()
-                except TORN_CONNECTION:
-                    # redis-py#4287: a pooled connection torn down under the client. Every call made
-                    # here is idempotent, so one more try (on a fresh connection) is safe.
-                    return True, await call()
+                # Every call made here is idempotent: one more try on a torn connection is safe.
+                return True, await retry_torn(call, attempts=2)
         except REDIS_FAILURES as exc:
             if time.monotonic() >= self._down_until:
                 log.warning("redis_unavailable", error=str(exc))

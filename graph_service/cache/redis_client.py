@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from graph_service.settings import Settings
 
-__all__ = ["AnyRedis", "build_redis"]
+__all__ = ["TORN_CONNECTION", "AnyRedis", "build_redis", "retry_torn"]
 
 AnyRedis = Redis | RedisCluster
+T = TypeVar("T")
+# redis-py can leak a connection torn down under it (a peer reset, or a pooled cluster connection
+# disconnected by another task mid-use) as AttributeError/TypeError instead of ConnectionError
+# (redis/redis-py#4287).
+TORN_CONNECTION: tuple[type[Exception], ...] = (AttributeError, TypeError)
+
+
+async def retry_torn(call: Callable[[], Awaitable[T]], *, attempts: int, also: tuple[type[Exception], ...] = ()) -> T:
+    """Run an idempotent Redis call, again on a fresh connection when the connection was torn
+    (or failed with one of ``also``), ``attempts`` times at most; the last failure is raised."""
+    for _ in range(attempts - 1):
+        try:
+            return await call()
+        except (*TORN_CONNECTION, *also):
+            continue
+    return await call()
 
 
 def build_redis(settings: Settings) -> AnyRedis | None:

@@ -17,15 +17,14 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from graph_service.cache.graph_cache import TORN_CONNECTION
-from graph_service.cache.redis_client import AnyRedis
+from graph_service.cache.redis_client import TORN_CONNECTION, AnyRedis, retry_torn
 from graph_service.errors import TimelineUnavailable
 from graph_service.timeline import keys, scripts
 
 __all__ = ["TimelineStore"]
 
 ATTEMPTS = 3
-UNREACHABLE = (
+UNREACHABLE: tuple[type[Exception], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
     BusyLoadingError,
@@ -34,6 +33,7 @@ UNREACHABLE = (
     RedisClusterException,
     OSError,
 )
+UNANSWERED = (*TORN_CONNECTION, *UNREACHABLE)
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -50,13 +50,10 @@ def _redis_call(
 
     @functools.wraps(method)
     async def wrapper(store: TimelineStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                return await method(store, *args, **kwargs)
-            except (*TORN_CONNECTION, *UNREACHABLE) as exc:
-                if attempt == ATTEMPTS:
-                    raise TimelineUnavailable(f"Redis did not answer: {exc}") from exc
-        raise AssertionError("unreachable")
+        try:
+            return await retry_torn(lambda: method(store, *args, **kwargs), attempts=ATTEMPTS, also=UNREACHABLE)
+        except UNANSWERED as exc:
+            raise TimelineUnavailable(f"Redis did not answer: {exc}") from exc
 
     return wrapper
 
