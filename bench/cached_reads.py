@@ -17,9 +17,9 @@ from pathlib import Path
 import grpc
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+from socialgraph_devstack.processes import free_port
 
 from bench.harness import closed_loop, private_stack, start_process, wait_port
-from graph_service.localstack.processes import free_port
 
 FOLLOWEE = 7
 

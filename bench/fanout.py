@@ -12,7 +12,7 @@ the same batch size (SG_FANOUT_BATCH_SIZE, 1000), on the same client:
   of the seed design), and a bare pipelined ``LPUSH`` per entry (no cap); neither is idempotent
   or ordered. The ratio is taken against the faster of the two.
 
-The followers come from memory here (an edge store answering ``list_edges`` from a list), so the
+The followers come from memory here (a ``FollowerSource`` answering from a list), so the
 figure is the Redis side, which is what SPEC §8 compares; reading a million followers from
 DynamoDB Local (SQLite underneath) would measure DynamoDB Local. SPEC §8 asks the service for at
 least 50% of the baseline's rate.
@@ -32,35 +32,33 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from socialgraph_devstack.processes import free_port, start_redis
 
 from fanout.applier import Fanout
-from graph_service.bootstrap import build_timelines
-from graph_service.events import TweetPosted
-from graph_service.localstack.processes import free_port, start_redis
-from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage
+from graph_service.domain.models import Cursor, Edge, EdgePage
+from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
+from graph_service.entrypoints.components import build_timelines
+from graph_service.events.records import TweetPosted
 from graph_service.settings import Settings
-from graph_service.timeline import keys
-from graph_service.tweets import TweetIdGenerator, created_at_us
+from graph_service.timelines import keys
 
 AUTHOR = 1
 
 
 class MemoryFollowers:
-    """The two reads the fanout makes of the edge store, answered from memory."""
+    """The fanout's ``FollowerSource``, answered from memory."""
 
     def __init__(self, followers: Sequence[int]) -> None:
         self._followers = [Edge(user_id=f, at_us=len(followers) - i) for i, f in enumerate(followers)]
         self._index = {edge: i for i, edge in enumerate(self._followers)}
 
-    async def list_edges(
-        self, direction: Direction, user_id: int, limit: int, after: Cursor | None, *, warm: bool = True
-    ) -> EdgePage:
+    async def follower_count(self, user_id: int) -> int:
+        return len(self._followers)
+
+    async def list_followers(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
         start = 0 if after is None else self._index[after] + 1
         entries = self._followers[start : start + limit]
         return EdgePage(entries=entries, has_more=start + limit < len(self._followers))
-
-    async def get_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
-        return {u: Counts(followers=len(self._followers)) for u in user_ids}
 
 
 async def service_rate(settings: Settings, followers: Sequence[int], tweet_id: int) -> float:
@@ -68,12 +66,12 @@ async def service_rate(settings: Settings, followers: Sequence[int], tweet_id: i
     assert timelines is not None
     try:
         await timelines.load_scripts()
-        fanout = Fanout(MemoryFollowers(followers), timelines, settings)  # type: ignore[arg-type]
+        fanout = Fanout(MemoryFollowers(followers), timelines, settings)
         started = time.perf_counter()
         written = await fanout.tweet(TweetPosted(tweet_id, AUTHOR, created_at_us(tweet_id)))
         elapsed = time.perf_counter() - started
     finally:
-        await timelines.close()
+        await timelines.aclose()
     assert written == len(followers)
     return written / elapsed
 
@@ -102,7 +100,7 @@ async def bytes_per_entry(redis: aioredis.Redis, settings: Settings, ids: TweetI
         tweet_ids = [ids.next_id() for _ in range(settings.timeline_cap)]
         await timelines.merge(10**12, tweet_ids)
     finally:
-        await timelines.close()
+        await timelines.aclose()
     usage = await redis.memory_usage(keys.home(10**12), samples=0)
     return float(usage or 0) / settings.timeline_cap
 

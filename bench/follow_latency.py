@@ -20,7 +20,8 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from bench.harness import Stack, private_stack
-from graph_service.models import Edge, now_us
+from graph_service.domain.models import Edge
+from graph_service.domain.times import now_us
 from graph_service.store import items as it
 
 
@@ -34,7 +35,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 def bare_items(stack: Stack, follower: int, followee: int) -> list[dict[str, Any]]:
     """The same seven items a Follow of a public account writes and checks (built with the
-    store's own key helpers, see graph_service/store/dynamo_edge_store.py)."""
+    store's own key helpers, see graph_service/store/graph_store.py)."""
     at = now_us()
     followers, following = stack.settings.table("followers"), stack.settings.table("following")
     made, reverse = Edge(follower, at), Edge(followee, at)

@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph_service.localstack.processes import free_port, port_is_open, start_dynamodb_local, start_redis
-from graph_service.localstack.stack import local_environment
+from socialgraph_devstack.processes import free_port, port_is_open, start_dynamodb_local, start_redis
+from socialgraph_devstack.stack import local_environment
+
+from graph_service.dynamodb.tables import ensure_tables
 from graph_service.settings import Settings
-from graph_service.store.tables import ensure_tables
 
 __all__ = ["Stack", "closed_loop", "private_stack", "start_process"]
 

@@ -9,11 +9,10 @@ from collections.abc import AsyncGenerator
 
 import structlog
 
-from graph_service.events import Follow, TweetPosted
-from graph_service.models import Direction, EdgePage
+from graph_service.domain.models import EdgePage
+from graph_service.domain.ports import FollowerSource, TimelineWrites
+from graph_service.events.records import Follow, TweetPosted
 from graph_service.settings import Settings
-from graph_service.store.edge_store import EdgeStore
-from graph_service.timeline.timeline_store import TimelineStore
 
 __all__ = ["Fanout"]
 
@@ -21,7 +20,7 @@ log = structlog.get_logger(__name__)
 
 
 class Fanout:
-    def __init__(self, graph: EdgeStore, timelines: TimelineStore, settings: Settings) -> None:
+    def __init__(self, graph: FollowerSource, timelines: TimelineWrites, settings: Settings) -> None:
         self._graph = graph
         self._timelines = timelines
         self._batch = settings.fanout_batch_size
@@ -32,7 +31,7 @@ class Fanout:
         celebrity (then readers pull it). Returns how many timelines were written."""
         author = event.author_id
         await self._timelines.record_tweet(author, event.tweet_id)
-        followers = (await self._graph.get_counts([author]))[author].followers
+        followers = await self._graph.follower_count(author)
         if followers >= self._threshold:
             await self._timelines.mark_celebrity(author, followers)
             log.info("fanout_pull_only", author_id=author, tweet_id=event.tweet_id, followers=followers)
@@ -64,9 +63,7 @@ class Fanout:
 
         def fetch(page: EdgePage | None) -> asyncio.Task[EdgePage]:
             after = page.entries[-1] if page is not None else None
-            return asyncio.create_task(
-                self._graph.list_edges(Direction.FOLLOWERS, author, self._batch, after, warm=False)
-            )
+            return asyncio.create_task(self._graph.list_followers(author, self._batch, after))
 
         upcoming: asyncio.Task[EdgePage] | None = fetch(None)
         try:

@@ -4,23 +4,21 @@ writes of every record before them are done (at-least-once; the writes are idemp
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from fanout.applier import Fanout
-from graph_service.bootstrap import build_store, build_timelines
-from graph_service.errors import TimelineUnavailable, Unavailable
-from graph_service.events import TweetPosted, UnreadableEvent, decode
-from graph_service.kafka import client_options
+from graph_service.domain.errors import TimelineUnavailable, Unavailable
+from graph_service.events.kafka import client_options
+from graph_service.events.records import TweetPosted, UnreadableEvent, decode
 from graph_service.settings import Settings
 
-__all__ = ["FanoutWorker", "Offsets", "WorkerStats", "fanout_worker", "run_fanout"]
+__all__ = ["FanoutWorker", "Offsets", "WorkerStats"]
 
 log = structlog.get_logger(__name__)
 TRANSIENT = (Unavailable, TimelineUnavailable)
@@ -153,29 +151,3 @@ class FanoutWorker:
                     raise _Stopped from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-
-
-@contextlib.asynccontextmanager
-async def fanout_worker(
-    settings: Settings, *, after_writes: Callable[[Offsets], Awaitable[None]] | None = None
-) -> AsyncIterator[FanoutWorker]:
-    """A worker with its own Redis and DynamoDB clients, closed on exit; ``run`` it until a stop."""
-    timelines = build_timelines(settings)
-    if timelines is None:
-        raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
-    store, _ = build_store(settings)
-    try:
-        await timelines.load_scripts()
-        yield FanoutWorker(settings, Fanout(store, timelines, settings), after_writes=after_writes)
-    finally:
-        await timelines.close()
-        await store.close()
-
-
-async def run_fanout(settings: Settings, stop: asyncio.Event) -> None:
-    """Run one worker until ``stop`` is set (the ``socialgraph fanout`` command)."""
-    async with fanout_worker(settings) as worker:
-        try:
-            await worker.run(stop)
-        except KafkaError as exc:
-            raise RuntimeError(f"Kafka at {settings.kafka_bootstrap_servers}: {exc}") from exc

@@ -1,3 +1,3 @@
-from graph_service.cli import main
+from graph_service.entrypoints.cli import main
 
 raise SystemExit(main())

@@ -14,20 +14,16 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
 from botocore.exceptions import ClientError
 
-from counters.checkpoints import CheckpointStore
-from counters.edge_changes import edge_change
-from counters.stream_reader import StreamReader
-from graph_service.events import OutgoingRecord, follow_record, tweet_record
-from graph_service.kafka import client_options
-from graph_service.settings import Settings
-from graph_service.store.dynamo_client import AsyncDynamo, error_code
-from graph_service.store.tables import FOLLOWERS, TWEETS
-from graph_service.tweets import created_at_us
+from graph_service.domain.tweet_ids import created_at_us
+from graph_service.dynamodb.client import error_code
+from graph_service.events.records import OutgoingRecord, follow_record, tweet_record
+from graph_service.store.changes import edge_change
+from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.tweets.tweet_store import parse_tweet
 
-__all__ = ["Relay", "graph_events", "run_relay", "tweet_events"]
+__all__ = ["Converter", "Relay", "graph_events", "tweet_events"]
 
 log = structlog.get_logger(__name__)
 Converter = Callable[[dict[str, Any]], list[OutgoingRecord]]
@@ -38,10 +34,8 @@ def tweet_events(record: dict[str, Any]) -> list[OutgoingRecord]:
     image = record.get("dynamodb", {}).get("NewImage")
     if record.get("eventName") != "INSERT" or not image:
         return []
-    tweet_id, author_id = int(image["tweet_id"]["N"]), int(image["author_id"]["N"])
-    if not (0 < tweet_id < 2**64 and 0 < author_id < 2**64):
-        raise ValueError(f"tweet {tweet_id} by {author_id}: IDs must be unsigned 64-bit and greater than 0")
-    return [tweet_record(tweet_id, author_id, created_at_us(tweet_id))]
+    tweet = parse_tweet(image)
+    return [tweet_record(tweet.tweet_id, tweet.author_id, created_at_us(tweet.tweet_id))]
 
 
 def _record_time_us(record: dict[str, Any]) -> int:
@@ -100,28 +94,3 @@ class Relay:
             return (await self._checkpoints.load(shard_id)).sequence
         self.produced += len(outgoing)
         return last
-
-
-async def run_relay(settings: Settings, stop: asyncio.Event) -> None:
-    """Run until ``stop`` is set (the ``socialgraph relay`` command)."""
-    dynamo = AsyncDynamo.build(settings)
-    streams = AsyncDynamo.build(settings, "dynamodbstreams")
-    producer = AIOKafkaProducer(**client_options(settings), acks="all", linger_ms=5)
-    sources = [(TWEETS, settings.tweets_topic, tweet_events), (FOLLOWERS, settings.graph_events_topic, graph_events)]
-    try:
-        try:
-            await producer.start()
-        except KafkaError as exc:
-            raise RuntimeError(f"Kafka at {settings.kafka_bootstrap_servers}: {exc}") from exc
-        readers = []
-        for table, topic, convert in sources:
-            checkpoints = CheckpointStore(dynamo, settings, f"{settings.relay_consumer_name}:{table}")
-            relay = Relay(producer, topic, convert, checkpoints)
-            readers.append(await StreamReader.for_table(dynamo, streams, settings, table, checkpoints, relay.handle))
-        log.info("relay_started", topics=[topic for _, topic, _ in sources])
-        await asyncio.gather(*(reader.run(stop) for reader in readers))
-    finally:
-        await producer.stop()
-        dynamo.close()
-        streams.close()
-        log.info("relay_stopped")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.11 and installs the project (pinned by requirements/constraints.txt).
+# Creates .venv with Python 3.11 and installs the project, its client and its development stack
+# (pinned by requirements/constraints.txt).
 # Idempotent: reinstalls only when a dependency file changed. Sourced by scripts/stack and scripts/test.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,9 +13,9 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 
 stamp=.venv/.socialgraph-installed
-want=$(cat pyproject.toml clients/python/pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml clients/python/pyproject.toml devstack/pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c requirements/constraints.txt -e clients/python -e '.[dev]'
+  .venv/bin/python -m pip install -q -c requirements/constraints.txt -e clients/python -e '.[dev]' -e devstack
   echo "$want" > "$stamp"
 fi

@@ -1,1 +1,1 @@
-"""Write-through Redis caches: follow state, adjacency lists and counts."""
+"""The graph cache on Redis and the read-through / write-through wrappers around the graph store."""

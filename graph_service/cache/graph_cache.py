@@ -16,11 +16,11 @@ from typing import TypeVar
 
 import structlog
 from redis.commands.core import AsyncScript
-from redis.exceptions import RedisClusterException, RedisError
 
 from graph_service.cache import keys, scripts
-from graph_service.cache.redis_client import TORN_CONNECTION, AnyRedis, retry_torn
-from graph_service.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
+from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
+from graph_service.redis_client.connect import AnyRedis
+from graph_service.redis_client.failures import ANY_FAILURE, retry_torn
 
 __all__ = ["GraphCache"]
 
@@ -29,14 +29,13 @@ T = TypeVar("T")
 SENTINEL = "!"  # sorts before every "<digits>#<digits>" member; keeps empty lists cached
 BREAKER_SECONDS = 1.0
 TOMBSTONE_MS = 300_000  # far longer than any write takes from commit to cache
-# A torn connection (redis_client.TORN_CONNECTION), and a cluster redis-py cannot reach (or whose
-# slots it cannot place), which raises RedisClusterException, no RedisError: for the failure rule
-# all are Redis failures.
-REDIS_FAILURES: tuple[type[Exception], ...] = (RedisError, RedisClusterException, OSError, *TORN_CONNECTION)
 FILL_CHUNK = 1000
 
 
 class GraphCache:
+    """The graph's Redis entries (also the ``SuggestionCache``); used by the read-through and
+    write-through wrappers of the API and by the counters consumer's repairs."""
+
     def __init__(self, redis: AnyRedis, *, ttl_seconds: int, list_limit: int, max_in_flight: int = 256) -> None:
         self._redis = redis
         # redis-py raises "Too many connections" past its pool size instead of waiting; a call
@@ -84,7 +83,7 @@ class GraphCache:
             async with self._in_flight:
                 # Every call made here is idempotent: one more try on a torn connection is safe.
                 return True, await retry_torn(call, attempts=2)
-        except REDIS_FAILURES as exc:
+        except ANY_FAILURE as exc:  # for the failure rule every Redis failure is a miss
             if time.monotonic() >= self._down_until:
                 log.warning("redis_unavailable", error=str(exc))
             self._down_until = time.monotonic() + BREAKER_SECONDS
@@ -385,7 +384,7 @@ class GraphCache:
         )
         return ok
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Deliver owed invalidations if Redis answers now (one try), then close the client."""
         if self._flusher is not None:
             self._flusher.cancel()

@@ -4,7 +4,7 @@ spans two users' keys."""
 
 from __future__ import annotations
 
-from graph_service.models import Direction
+from graph_service.domain.models import Direction
 
 __all__ = [
     "counts",

@@ -1,5 +1,1 @@
-"""The edge store interface and its DynamoDB implementation."""
-
-from graph_service.store.edge_store import EdgeStore
-
-__all__ = ["EdgeStore"]
+"""The edge store on DynamoDB: item layout, the graph store, its stream records, the counters table."""

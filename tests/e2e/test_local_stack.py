@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graph_service.localstack.install import ensure_dynamodb_local, local_dir
-from graph_service.localstack.processes import free_port, port_is_open
-from tests.e2e.test_grpcurl import grpcurl_binary
-from tests.servers import wait_until
+from socialgraph_devstack.install import ensure_dynamodb_local, local_dir
+from socialgraph_devstack.processes import free_port, port_is_open
+
+from tests.support.grpcurl import grpcurl_binary
+from tests.support.polling import wait_until
 
 SERVICE = "socialgraph.v1.SocialGraphService"
 TIMELINES = "socialgraph.v1.TimelineService"

@@ -11,13 +11,12 @@ import grpc
 import pytest
 from socialgraph_client import SocialGraphClient, SocialGraphError
 
-from fanout.applier import Fanout
-from graph_service.bootstrap import build_store, build_timelines
-from graph_service.events import TweetPosted
-from graph_service.server import RunningServer
+from graph_service.domain.tweet_ids import created_at_us
+from graph_service.entrypoints.fanout import build_fanout
+from graph_service.entrypoints.server import ServerRuntime
+from graph_service.events.records import TweetPosted
 from graph_service.settings import Settings
-from graph_service.tweets import created_at_us
-from tests.timeline_calls import post, tweet_store
+from tests.support.timeline_calls import post, tweet_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,7 +66,7 @@ def test_client_package_builds_and_imports_on_its_own(tmp_path: Path) -> None:
     assert out.stdout.startswith(str(target))
 
 
-async def test_client_follows_pages_and_raises_typed_errors(server: RunningServer) -> None:
+async def test_client_follows_pages_and_raises_typed_errors(server: ServerRuntime) -> None:
     """The client hides page tokens, returns plain values, and raises SocialGraphError with the reason."""
     async with await SocialGraphClient.connect(f"127.0.0.1:{server.port}") as graph:
         for follower in range(10, 15):
@@ -85,7 +84,7 @@ async def test_client_follows_pages_and_raises_typed_errors(server: RunningServe
         assert raised.value.metadata == {"user_id": "3"}
 
 
-async def test_client_covers_requests_blocks_and_relationship_reads(server: RunningServer) -> None:
+async def test_client_covers_requests_blocks_and_relationship_reads(server: ServerRuntime) -> None:
     """Every relationship RPC through the client: plain values out, typed errors with reasons."""
     async with await SocialGraphClient.connect(f"127.0.0.1:{server.port}") as graph:
         await graph.set_privacy(1, True)
@@ -118,18 +117,15 @@ async def test_client_covers_requests_blocks_and_relationship_reads(server: Runn
         assert not await graph.is_following(1, 2)
 
 
-async def test_client_walks_the_home_timeline(server: RunningServer, settings: Settings) -> None:
+async def test_client_walks_the_home_timeline(server: ServerRuntime, settings: Settings) -> None:
     """iter_home_timeline yields every tweet newest first across pages; a bad ID is a typed error."""
-    store, _ = build_store(settings)
-    timelines = build_timelines(settings)
-    assert timelines is not None
+    fanout = await build_fanout(settings)
     try:
         async with await SocialGraphClient.connect(f"127.0.0.1:{server.port}") as client, tweet_store(settings) as t:
             await client.follow(1, 2)
             tweet_ids = [await post(t, 2) for _ in range(5)]
-            fanout = Fanout(store, timelines, settings)
             for tweet_id in tweet_ids:
-                await fanout.tweet(TweetPosted(tweet_id, 2, created_at_us(tweet_id)))
+                await fanout.fanout.tweet(TweetPosted(tweet_id, 2, created_at_us(tweet_id)))
             assert [i async for i in client.iter_home_timeline(1, page_size=2)] == tweet_ids[::-1]
             page, token = await client.home_timeline_page(1, page_size=3)
             assert page == tweet_ids[:-4:-1]
@@ -138,5 +134,4 @@ async def test_client_walks_the_home_timeline(server: RunningServer, settings: S
                 await client.home_timeline_page(0)
             assert caught.value.reason == "INVALID_USER_ID"
     finally:
-        await timelines.close()
-        await store.close()
+        await fanout.aclose()

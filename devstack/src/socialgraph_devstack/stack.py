@@ -1,0 +1,146 @@
+"""`socialgraph up`: the whole local stack in the foreground, stopped cleanly by Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from graph_service.dynamodb.tables import ensure_tables
+from graph_service.events.kafka import ensure_topics
+from graph_service.settings import Settings
+from socialgraph_devstack.install import local_dir
+from socialgraph_devstack.processes import (
+    ManagedProcess,
+    port_is_open,
+    start_dynamodb_local,
+    start_kafka_broker,
+    start_redis,
+)
+
+__all__ = ["local_environment", "run_stack"]
+
+
+def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | None = None) -> dict[str, str]:
+    """Environment of the service and consumers when they run against the local servers."""
+    env = dict(os.environ)
+    env.setdefault("AWS_ACCESS_KEY_ID", "local")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    env["SG_DYNAMODB_ENDPOINT"] = f"http://127.0.0.1:{dynamodb_port}"
+    env["SG_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+    if kafka_port is not None:
+        env["SG_KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{kafka_port}"
+    return env
+
+
+def _wait_healthy(target: str, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the service exited with {process.returncode}")
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"service at {target} not SERVING after {timeout}s")
+            time.sleep(0.2)
+
+
+def _banner(target: str, dynamodb_port: int) -> str:
+    post_env = (
+        f"SG_DYNAMODB_ENDPOINT=http://127.0.0.1:{dynamodb_port} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local"
+    )
+    return f"""
+socialgraph is up. gRPC at {target} (reflection on). Try:
+
+  grpcurl -plaintext {target} list
+  grpcurl -plaintext -d '{{"follower_id": 1, "followee_id": 2}}' {target} socialgraph.v1.SocialGraphService/Follow
+  grpcurl -plaintext -d '{{"follower_id": 1, "followee_id": 2}}' {target} socialgraph.v1.SocialGraphService/IsFollowing
+  grpcurl -plaintext -d '{{"user_id": 2}}' {target} socialgraph.v1.SocialGraphService/ListFollowers
+  grpcurl -plaintext -d '{{"user_id": 2}}' {target} socialgraph.v1.SocialGraphService/GetCounts
+
+Post a tweet as user 2 and read user 1's home timeline (relay -> Kafka -> fanout -> Redis):
+
+  {post_env} .venv/bin/socialgraph post --author 2 --text hello
+  grpcurl -plaintext -d '{{"user_id": 1}}' {target} socialgraph.v1.TimelineService/GetHomeTimeline
+
+(grpcurl is in .venv/bin.) Ctrl-C stops everything.
+"""
+
+
+def _spawn_component(command: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
+    """A `socialgraph <command>` child; its output goes to logs/<command>.log."""
+    with (logs / f"{command}.log").open("ab") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "graph_service", command], env=env, stdout=log_file, stderr=subprocess.STDOUT
+        )
+
+
+def run_stack(settings: Settings) -> int:
+    base = local_dir()
+    logs = base / "logs"
+    dynamodb_port = int(os.environ.get("SG_DYNAMODB_LOCAL_PORT", "8000"))
+    redis_port = int(os.environ.get("SG_REDIS_PORT", "6379"))
+    kafka_port = int(os.environ.get("SG_KAFKA_PORT", "9092"))
+    started: list[ManagedProcess | subprocess.Popen[bytes]] = []
+    stop_requested = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        started.append(start_dynamodb_local(dynamodb_port, logs, base / "data" / "dynamodb"))
+        started.append(start_redis(redis_port, logs, base / "data" / "redis"))
+        started.append(start_kafka_broker(kafka_port, logs))
+        env = local_environment(dynamodb_port, redis_port, kafka_port)
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
+        local = Settings.from_env(env)
+        asyncio.run(ensure_tables(local))
+        asyncio.run(ensure_topics(local))
+        target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
+        if port_is_open(int(target.rsplit(":", 1)[1])):
+            raise RuntimeError(f"gRPC port of {target} is already taken (set SG_GRPC_ADDRESS)")
+        service = _spawn_component("serve", env, logs)
+        started += [service, *(_spawn_component(c, env, logs) for c in ("counters", "relay", "fanout"))]
+        _wait_healthy(target, service)
+        print(_banner(target, dynamodb_port), flush=True)
+        print(f"logs: {logs}", flush=True)
+        while not stop_requested:
+            for process in started:
+                proc = process.process if isinstance(process, ManagedProcess) else process
+                if proc.poll() is not None:
+                    print(f"a component exited ({proc.args!r}); stopping", file=sys.stderr)
+                    return 1
+            time.sleep(0.2)
+        return 0
+    except RuntimeError as exc:  # a taken port, a component that would not start
+        print(f"socialgraph up: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        print("stopping...", flush=True)
+        for process in reversed(started):
+            if isinstance(process, ManagedProcess):
+                process.stop()
+            elif process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        print("stopped.", flush=True)

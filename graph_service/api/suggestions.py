@@ -1,0 +1,91 @@
+"""SuggestFollows: second-degree accounts ranked by how many of the user's followees follow them.
+
+Bounded work: only the user's ``suggest_followee_sample`` most recent followees are looked at,
+and of each only its ``suggest_per_followee`` most recent followees (at most 200 x 200 list
+entries by default, read from the list caches where warm). Candidates are ranked by that count,
+ties by ascending user ID; then, in ranked batches of 100, every candidate the user already
+follows or has asked to follow, or that is blocked either way, is dropped (one relationship
+lookup per batch) until ``MAX_SUGGESTIONS`` are found.
+
+The ranking is cached under the user's slot for ``suggest_cache_ttl_seconds``; every write
+between the user and anyone (follow, request, block...) drops it, and the fill is guarded by
+the user's epoch like every other fill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from graph_service.domain.models import Direction
+from graph_service.domain.ports import ListReads, RelationshipReads, SuggestionCache
+from graph_service.settings import Settings
+
+__all__ = ["MAX_SUGGESTIONS", "Suggester", "Suggestion"]
+
+MAX_SUGGESTIONS = 100
+CHECK_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    user_id: int
+    score: float
+    mutual_count: int
+
+
+class Suggester:
+    def __init__(
+        self,
+        lists: ListReads,
+        bulk_lists: ListReads,
+        relationships: RelationshipReads,
+        cache: SuggestionCache | None,
+        settings: Settings,
+    ) -> None:
+        """``lists`` reads the user's own followees (a list worth caching whole); ``bulk_lists``
+        reads each followee's followees once, so it must not start whole-list cache fills."""
+        self._lists = lists
+        self._bulk_lists = bulk_lists
+        self._relationships = relationships
+        self._cache = cache
+        self._sample = settings.suggest_followee_sample
+        self._per_followee = settings.suggest_per_followee
+        self._ttl = settings.suggest_cache_ttl_seconds
+
+    async def suggest(self, user_id: int, limit: int) -> list[Suggestion]:
+        if self._cache is None:
+            return (await self._rank(user_id))[:limit]
+        cached = await self._cache.get_suggestions(user_id)
+        if cached is not None:
+            return [Suggestion(u, s, n) for u, s, n in json.loads(cached)][:limit]
+        seen = await self._cache.epoch(user_id)
+        ranked = await self._rank(user_id)
+        if seen is not None:
+            value = json.dumps([[s.user_id, s.score, s.mutual_count] for s in ranked])
+            await self._cache.fill_suggestions(user_id, value, seen, self._ttl)
+        return ranked[:limit]
+
+    async def _rank(self, user_id: int) -> list[Suggestion]:
+        followees = (await self._lists.list_edges(Direction.FOLLOWING, user_id, self._sample, None)).entries
+        if not followees:
+            return []
+        pages = await asyncio.gather(
+            *(self._bulk_lists.list_edges(Direction.FOLLOWING, f.user_id, self._per_followee, None) for f in followees)
+        )
+        tally = Counter(e.user_id for page in pages for e in page.entries if e.user_id != user_id)
+        ranked = sorted(tally.items(), key=lambda item: (-item[1], item[0]))
+        suggestions: list[Suggestion] = []
+        for start in range(0, len(ranked), CHECK_BATCH):
+            batch = ranked[start : start + CHECK_BATCH]
+            relations = await self._relationships.relationships(user_id, [c for c, _ in batch])
+            for candidate, mutual in batch:
+                r = relations[candidate]
+                if r.following or r.requested or r.blocking or r.blocked_by:
+                    continue
+                suggestions.append(Suggestion(candidate, mutual / len(followees), mutual))
+                if len(suggestions) == MAX_SUGGESTIONS:
+                    return suggestions
+        return suggestions

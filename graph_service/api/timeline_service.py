@@ -1,0 +1,119 @@
+"""GetHomeTimeline: pushed entries merged with followed celebrities' recent tweets, newest first.
+
+Every entry is checked against the graph when it is read: only tweets of accounts the user
+follows at that moment are returned. That is what makes Unfollow, Block and RemoveFollower
+hide an account's tweets as soon as they return, whatever the fanout worker is doing, and it
+needs each entry's author: from Redis (``tweet_author``), else from the tweets table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from graph_service.api.page_tokens import PageTokenCodec
+from graph_service.api.paging import page_size
+from graph_service.domain.errors import TimelineUnavailable
+from graph_service.domain.ids import require_id
+from graph_service.domain.models import TweetCursor
+from graph_service.domain.ports import RelationshipReads, TimelineReads, TweetAuthors
+from graph_service.settings import Settings
+
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "TimelinePage", "TimelineService"]
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+RELATIONSHIP_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    tweet_ids: list[int]
+    next_page_token: str
+
+
+class TimelineService:
+    def __init__(
+        self,
+        timelines: TimelineReads | None,
+        tweets: TweetAuthors,
+        graph: RelationshipReads,
+        settings: Settings,
+    ) -> None:
+        """``timelines`` is None when Redis is switched off: then every call is ``TIMELINE_UNAVAILABLE``."""
+        self._timelines = timelines
+        self._tweets = tweets
+        self._graph = graph
+        self._tokens = PageTokenCodec(settings.page_token_secret)
+        self._celebrity_refresh = settings.celebrity_refresh_seconds
+        self._celebrity_copy: tuple[float, list[int]] = (0.0, [])
+
+    @property
+    def has_timelines(self) -> bool:
+        """False when Redis is switched off: there are no timelines to serve."""
+        return self._timelines is not None
+
+    async def home_timeline(self, user_id: int, requested_size: int, page_token: str) -> TimelinePage:
+        require_id(user_id, "user_id")
+        size = page_size(requested_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        scope = f"home:{user_id}"
+        cursor = self._tokens.decode_tweet(scope, page_token)
+        if self._timelines is None:
+            raise TimelineUnavailable("timelines need Redis (SG_REDIS_URL is empty)")
+        entries = await self._page(self._timelines, user_id, size, cursor.tweet_id if cursor else None)
+        page, more = entries[:size], len(entries) > size
+        token = self._tokens.encode(scope, TweetCursor(page[-1])) if more else ""
+        return TimelinePage(page, token)
+
+    async def _page(self, timelines: TimelineReads, user_id: int, size: int, before: int | None) -> list[int]:
+        """Up to ``size + 1`` readable entries older than ``before`` (one more tells if a next page exists)."""
+        pushed, celebrities = await asyncio.gather(timelines.home(user_id), self._celebrities(timelines))
+        followed = await self._following(user_id, celebrities)
+        pulled = await timelines.recent_of_many([a for a, yes in followed.items() if yes])
+        author_of = {t: a for a, ids in pulled.items() for t in ids}
+        candidates = sorted({*pushed, *author_of}, reverse=True)
+        if before is not None:
+            candidates = [t for t in candidates if t < before]
+        kept: list[int] = []
+        chunk = max(size + 1, 32)
+        for start in range(0, len(candidates), chunk):
+            part = candidates[start : start + chunk]
+            author_of.update(await self._authors(timelines, [t for t in part if t not in author_of]))
+            followed.update(
+                await self._following(user_id, {author_of[t] for t in part if t in author_of} - followed.keys())
+            )
+            kept += [t for t in part if t in author_of and followed.get(author_of[t], False)]
+            if len(kept) > size:
+                break
+        return kept[: size + 1]
+
+    async def _celebrities(self, timelines: TimelineReads) -> list[int]:
+        expires, members = self._celebrity_copy
+        if time.monotonic() < expires:
+            return members
+        members = await timelines.celebrities()
+        self._celebrity_copy = (time.monotonic() + self._celebrity_refresh, members)
+        return members
+
+    async def _following(self, user_id: int, accounts: Iterable[int]) -> dict[int, bool]:
+        """Whether the user follows each account now (strongly consistent, through the graph cache)."""
+        wanted = set(accounts)
+        others = sorted(wanted - {user_id})
+        found: dict[int, bool] = dict.fromkeys(wanted, False)
+        batches = [others[i : i + RELATIONSHIP_BATCH] for i in range(0, len(others), RELATIONSHIP_BATCH)]
+        for relationships in await asyncio.gather(*(self._graph.relationships(user_id, b) for b in batches)):
+            found.update((target, r.following) for target, r in relationships.items())
+        return found
+
+    async def _authors(self, timelines: TimelineReads, tweet_ids: list[int]) -> dict[int, int]:
+        if not tweet_ids:
+            return {}
+        found = await timelines.authors(tweet_ids)
+        missing = [t for t in tweet_ids if t not in found]
+        if missing:
+            stored = await self._tweets.authors(missing)
+            await timelines.fill_authors(stored)
+            found.update(stored)
+        return found

@@ -1,0 +1,38 @@
+"""``GraphChanges`` of the service layer: the Redis graph cache written through after each write,
+or nothing at all when caching is off."""
+
+from __future__ import annotations
+
+from graph_service.cache.graph_cache import GraphCache
+
+__all__ = ["CacheWriteThrough", "NoGraphCache"]
+
+
+class CacheWriteThrough:
+    """Each notice is one or two Lua scripts in each user's slot (``cache/scripts.py``); one that
+    fails is owed and retried by the cache, which is not read meanwhile (``GraphCache``)."""
+
+    def __init__(self, cache: GraphCache) -> None:
+        self._cache = cache
+
+    async def follow_settled(self, follower_id: int, followee_id: int, at_us: int | None, *, following: bool) -> None:
+        await self._cache.write_edge(follower_id, followee_id, at_us, following)
+
+    async def pair_settled(self, a: int, b: int) -> None:
+        await self._cache.touch_pair(a, b)
+
+    async def privacy_settled(self, user_id: int) -> None:
+        await self._cache.drop_private(user_id)
+
+
+class NoGraphCache:
+    """Caching is off (``SG_REDIS_URL`` empty): there is nothing to tell."""
+
+    async def follow_settled(self, follower_id: int, followee_id: int, at_us: int | None, *, following: bool) -> None:
+        return None
+
+    async def pair_settled(self, a: int, b: int) -> None:
+        return None
+
+    async def privacy_settled(self, user_id: int) -> None:
+        return None

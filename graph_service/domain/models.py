@@ -1,0 +1,157 @@
+"""Plain values passed between the service layer, the adapters and the consumers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "AcceptOutcome",
+    "Counts",
+    "Cursor",
+    "Direction",
+    "Edge",
+    "EdgePage",
+    "FollowResult",
+    "FollowState",
+    "PairState",
+    "Relationship",
+    "Tweet",
+    "TweetCursor",
+]
+
+ID_WIDTH = 20  # digits of the largest unsigned 64-bit integer
+TIME_WIDTH = 16  # digits of a microsecond timestamp until the year 2286
+
+
+class Direction(Enum):
+    """Which adjacency list of a user: who follows them, or whom they follow."""
+
+    FOLLOWERS = "followers"
+    FOLLOWING = "following"
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One entry of an adjacency list: the other account and when the follow was made."""
+
+    user_id: int
+    at_us: int
+
+    @property
+    def position(self) -> str:
+        """The entry's place in newest-first order, shared by DynamoDB sort keys and Redis members."""
+        return f"{self.at_us:0{TIME_WIDTH}d}#{self.user_id:0{ID_WIDTH}d}"
+
+    @classmethod
+    def from_position(cls, position: str) -> Edge:
+        at, _, user = position.partition("#")
+        return cls(user_id=int(user), at_us=int(at))
+
+
+Cursor = Edge
+"""A list's page cursor is the last entry returned: the next page starts strictly after it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TweetCursor:
+    """A timeline's page cursor: the last tweet ID returned; the next page holds older tweets only."""
+
+    tweet_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EdgePage:
+    entries: list[Edge]
+    has_more: bool
+
+
+class FollowState(Enum):
+    """What a Follow call left behind."""
+
+    FOLLOWING = "following"
+    REQUESTED = "requested"
+
+
+@dataclass(frozen=True, slots=True)
+class FollowResult:
+    """``at_us`` is when the edge (FOLLOWING) or the pending request (REQUESTED) was made;
+    ``created`` is False when the call found it already there."""
+
+    created: bool
+    at_us: int
+    state: FollowState = FollowState.FOLLOWING
+
+
+class AcceptOutcome(Enum):
+    """What one attempt to turn a pending request into an edge did."""
+
+    ACCEPTED = "accepted"
+    """The request is gone and the edge is made."""
+    CHANGED = "changed"
+    """The request was not the one read any more (withdrawn, rejected, accepted meanwhile): read again."""
+    PRIVATE = "private"
+    """The accept was made on behalf of a public account, and the account is private now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Relationship:
+    """How an actor and a target relate, from the actor's side."""
+
+    following: bool = False
+    followed_by: bool = False
+    requested: bool = False
+    requested_by: bool = False
+    blocking: bool = False
+    blocked_by: bool = False
+
+    FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
+
+    def encode(self) -> str:
+        """Six '0'/'1' characters in ``FLAGS`` order (the cache's value)."""
+        return "".join("1" if getattr(self, flag) else "0" for flag in self.FLAGS)
+
+    @classmethod
+    def decode(cls, text: str) -> Relationship:
+        return cls(*(c == "1" for c in text))
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    followers: int = 0
+    following: int = 0
+    version: int = 0
+    """Bumped by every counter write; lets the cache refuse an older value."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairState:
+    """Every item between an actor and a target, as the timestamp it holds (None: absent)."""
+
+    following: int | None = None
+    followed_by: int | None = None
+    requested: int | None = None
+    requested_by: int | None = None
+    blocking: int | None = None
+    blocked_by: int | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.blocking is not None or self.blocked_by is not None
+
+    def relationship(self) -> Relationship:
+        return Relationship(
+            following=self.following is not None,
+            followed_by=self.followed_by is not None,
+            requested=self.requested is not None,
+            requested_by=self.requested_by is not None,
+            blocking=self.blocking is not None,
+            blocked_by=self.blocked_by is not None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tweet:
+    tweet_id: int
+    author_id: int
+    text: str

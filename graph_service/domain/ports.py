@@ -1,0 +1,251 @@
+"""Role interfaces: what each user of an adapter needs of it, and nothing more.
+
+One adapter may play several roles (``DynamoGraphStore`` is ``GraphWrites``, ``GraphReads``,
+``RelationshipReads`` and ``FollowerSource``); each user is given the narrowest role it needs, so
+an in-memory fake of that role is enough for its unit tests (``tests/support/fakes``), and the
+same contract tests hold the fake and the real adapter to one behaviour (``tests/support/contracts``).
+
+Rules do not live here: an adapter stores and fetches; the service layer decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from graph_service.domain.fences import CounterUpdate, Fence
+from graph_service.domain.models import (
+    AcceptOutcome,
+    Counts,
+    Cursor,
+    Direction,
+    EdgePage,
+    PairState,
+    Relationship,
+)
+
+__all__ = [
+    "CountReads",
+    "CounterTable",
+    "FollowerSource",
+    "GraphChanges",
+    "GraphReads",
+    "GraphWrites",
+    "ListReads",
+    "RelationshipReads",
+    "SuggestionCache",
+    "TimelineReads",
+    "TimelineWrites",
+    "TweetAuthors",
+]
+
+
+class GraphWrites(Protocol):
+    """The graph's conditional writes and the strongly consistent reads they decide from.
+
+    Each write is one transaction that commits whole or not at all. A write that returns False
+    was refused by one of its conditions (something between the two accounts changed since it
+    was read): nothing was written, and the caller reads the pair again and decides afresh.
+    """
+
+    async def pair(self, actor_id: int, target_id: int) -> PairState:
+        """Every item between the two accounts, as one snapshot."""
+        ...
+
+    async def request_at(self, user_id: int, requester_id: int) -> int | None:
+        """When the requester's pending request to follow ``user_id`` was made; None if there is none."""
+        ...
+
+    async def edge_at(self, follower_id: int, followee_id: int) -> int | None:
+        """When the follow was made; None if there is none."""
+        ...
+
+    async def add_edge(self, follower_id: int, followee_id: int, at_us: int) -> bool:
+        """Make the follow at ``at_us``, unless it exists, a request of the follower to the
+        followee is pending, or either account blocks the other."""
+        ...
+
+    async def add_request(self, follower_id: int, followee_id: int, at_us: int) -> bool:
+        """Make a pending request at ``at_us``, unless one exists, the follow exists, or either
+        account blocks the other."""
+        ...
+
+    async def accept(
+        self, user_id: int, requester_id: int, requested_at: int, at_us: int, *, while_public: bool
+    ) -> AcceptOutcome:
+        """Replace the request made at ``requested_at`` by a follow made at ``at_us``.
+        ``while_public``: only while the account's setting says public."""
+        ...
+
+    async def remove(self, follower_id: int, followee_id: int, *, edge_at: int | None, request_at: int | None) -> bool:
+        """Delete the follow made at ``edge_at`` and the request made at ``request_at`` (either may be
+        None), unless either is not the one read any more."""
+        ...
+
+    async def add_block(self, blocker_id: int, blocked_id: int, at_us: int, pair: PairState) -> bool:
+        """Put the block and delete every follow and request of ``pair`` (the blocker's view, as
+        read), unless the block exists or any item between the two changed since ``pair`` was read."""
+        ...
+
+    async def remove_block(self, blocker_id: int, blocked_id: int) -> bool:
+        """Lift the block; whether there was one."""
+        ...
+
+    async def set_private(self, user_id: int, private: bool) -> None:
+        """Store the account's privacy setting (requests are not touched here)."""
+        ...
+
+    async def is_private(self, user_id: int) -> bool:
+        """The account's privacy setting, strongly consistent (never from a cache)."""
+        ...
+
+
+class GraphChanges(Protocol):
+    """Told what every acknowledged write left between two accounts, whether it changed anything or
+    found that state already there, before the call returns: the Redis graph cache is written through
+    from here (``CacheWriteThrough``), and without a cache nothing happens (``NoGraphCache``).
+    Never raises: a cache that cannot be told owes the notice and is not read until it is delivered."""
+
+    async def follow_settled(self, follower_id: int, followee_id: int, at_us: int | None, *, following: bool) -> None:
+        """The follow exists, made at ``at_us`` (``following``); or it does not, and ``at_us`` is when the
+        removed one was made (None: there was none)."""
+        ...
+
+    async def pair_settled(self, a: int, b: int) -> None:
+        """Requests or blocks between the two may have changed."""
+        ...
+
+    async def privacy_settled(self, user_id: int) -> None:
+        """The account's privacy setting may have changed."""
+        ...
+
+
+class ListReads(Protocol):
+    async def list_edges(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        """Up to ``limit`` entries of the user's list, newest first, strictly after ``after``."""
+        ...
+
+
+class CountReads(Protocol):
+    async def get_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
+        """Counters of each distinct user (zeros for users never counted)."""
+        ...
+
+
+class GraphReads(ListReads, CountReads, Protocol):
+    """What the service layer reads to answer the list, count and follow-state RPCs."""
+
+    async def is_following(self, follower_id: int, followee_id: int) -> bool:
+        """Strongly consistent: reflects every acknowledged write."""
+        ...
+
+    async def find_edges(self, direction: Direction, user_id: int, others: Sequence[int]) -> dict[int, int]:
+        """Which of ``others`` are in the user's list, with the follow times."""
+        ...
+
+    async def list_requests(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        """Incoming pending requests, newest first, strictly after ``after``."""
+        ...
+
+    async def is_private(self, user_id: int) -> bool:
+        """The account's privacy setting (may be served from a cache that is kept exact)."""
+        ...
+
+
+class RelationshipReads(Protocol):
+    async def relationships(self, actor_id: int, target_ids: Sequence[int]) -> dict[int, Relationship]:
+        """How the actor relates to each distinct target; strongly consistent."""
+        ...
+
+
+class FollowerSource(Protocol):
+    """What the fanout reads of the graph: how many followers an author has, and who they are."""
+
+    async def follower_count(self, user_id: int) -> int:
+        """The counters' follower count (it lags the edges by about a second)."""
+        ...
+
+    async def list_followers(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
+        """Up to ``limit`` followers, newest first, strictly after ``after``."""
+        ...
+
+
+class SuggestionCache(Protocol):
+    """Where ranked suggestions are kept for a while; a fill is refused if a write came between."""
+
+    async def get_suggestions(self, user_id: int) -> str | None: ...
+
+    async def epoch(self, user_id: int) -> str | None:
+        """The user's epoch before the ranking is computed; None: do not fill."""
+        ...
+
+    async def fill_suggestions(self, user_id: int, value: str, seen: str, ttl_seconds: int) -> None:
+        """Keep ``value`` unless the user's epoch moved past ``seen``."""
+        ...
+
+
+class TimelineWrites(Protocol):
+    """What the fanout writes. Every call is idempotent: the merge keeps each tweet once, newest first."""
+
+    async def record_tweet(self, author_id: int, tweet_id: int) -> None:
+        """Remember the tweet among its author's recent ones, and who wrote it."""
+        ...
+
+    async def push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
+        """Put one tweet into each user's home timeline."""
+        ...
+
+    async def merge(self, user_id: int, tweet_ids: Sequence[int]) -> int:
+        """Put tweets (in any order) into one home timeline; how many were new."""
+        ...
+
+    async def remove(self, user_id: int, tweet_ids: Sequence[int]) -> int:
+        """Take tweets out of one home timeline; how many were there."""
+        ...
+
+    async def recent(self, author_id: int) -> list[int]:
+        """The author's recent tweets, newest first."""
+        ...
+
+    async def mark_celebrity(self, author_id: int, followers: int) -> None: ...
+
+    async def is_celebrity(self, author_id: int) -> bool: ...
+
+
+class TimelineReads(Protocol):
+    """What the home-timeline read path reads."""
+
+    async def home(self, user_id: int) -> list[int]:
+        """The pushed timeline, newest first."""
+        ...
+
+    async def celebrities(self) -> list[int]: ...
+
+    async def recent_of_many(self, authors: Sequence[int]) -> dict[int, list[int]]:
+        """Each author's recent tweets, newest first."""
+        ...
+
+    async def authors(self, tweet_ids: Sequence[int]) -> dict[int, int]:
+        """Cached authors of those tweets whose entry is cached."""
+        ...
+
+    async def fill_authors(self, found: dict[int, int]) -> None: ...
+
+
+class TweetAuthors(Protocol):
+    async def authors(self, tweet_ids: Sequence[int]) -> dict[int, int]:
+        """The author of each of those tweets that exists."""
+        ...
+
+
+class CounterTable(Protocol):
+    """The users' counters, as the counters consumer reads and writes them."""
+
+    async def read_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
+        """Current counters, strongly consistent (zeros, version 0, for users never counted)."""
+        ...
+
+    async def commit(self, updates: Sequence[CounterUpdate], fence: Fence) -> bool:
+        """Write every update and the fence in one transaction. False: a counter's version moved
+        since it was read (read again); ``FenceRejected``: the fence refused. Nothing is written then."""
+        ...

@@ -1,0 +1,115 @@
+"""Table definitions and idempotent creation, for DynamoDB Local and AWS alike.
+
+``followers`` and ``following`` share one key schema: ``pk`` (N, the owner of the list)
+and ``sk`` (S). Each edge is four items written in one transaction (docs/architecture.md):
+
+    followers  pk=followee  sk=E#<follower>          membership: IsFollowing, idempotency
+    followers  pk=followee  sk=T#<at>#<follower>     newest-first order of the followers list
+    following  pk=follower  sk=E#<followee>
+    following  pk=follower  sk=T#<at>#<followee>
+
+No local secondary index, so a partition (one user's list) has no 10 GB item-collection cap.
+
+``tweets`` (pk ``tweet_id`` N; ``author_id`` N, ``text`` S) stands in locally for the tweet
+service's table: its stream is what the relay turns into ``TweetCreated`` events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from graph_service.dynamodb.client import AsyncDynamo, error_code
+from graph_service.settings import Settings
+
+__all__ = ["CHECKPOINTS", "FOLLOWERS", "FOLLOWING", "TWEETS", "USERS", "create_tables", "ensure_tables", "table_specs"]
+
+FOLLOWERS = "followers"
+FOLLOWING = "following"
+USERS = "users"
+CHECKPOINTS = "stream_checkpoints"
+TWEETS = "tweets"
+
+
+def _spec(name: str, keys: list[tuple[str, str, str]], stream: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": [{"AttributeName": n, "KeyType": k} for n, _, k in keys],
+        "AttributeDefinitions": [{"AttributeName": n, "AttributeType": t} for n, t, _ in keys],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if stream:
+        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    return spec
+
+
+def table_specs(settings: Settings) -> list[dict[str, Any]]:
+    edge_keys = [("pk", "N", "HASH"), ("sk", "S", "RANGE")]
+    return [
+        _spec(settings.table(FOLLOWERS), edge_keys, stream=True),
+        _spec(settings.table(FOLLOWING), edge_keys),
+        _spec(settings.table(USERS), [("user_id", "N", "HASH")]),
+        _spec(settings.table(CHECKPOINTS), [("consumer", "S", "HASH"), ("shard_id", "S", "RANGE")]),
+        _spec(settings.table(TWEETS), [("tweet_id", "N", "HASH")], stream=True),
+    ]
+
+
+async def _wait_active(dynamo: AsyncDynamo, name: str) -> dict[str, Any]:
+    timeout = 120.0
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        table: dict[str, Any] = (await dynamo.call("describe_table", TableName=name))["Table"]
+        if table["TableStatus"] == "ACTIVE":
+            return table
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"table {name} not ACTIVE after {timeout}s")
+        await asyncio.sleep(0.5)
+
+
+async def _ensure(dynamo: AsyncDynamo, spec: dict[str, Any]) -> bool:
+    """Create one table unless it exists; turn on its stream if a stream is wanted. True if created."""
+    name = spec["TableName"]
+    created = True
+    try:
+        await dynamo.call("create_table", **spec)
+    except ClientError as exc:
+        if error_code(exc) != "ResourceInUseException":
+            raise
+        created = False
+    table = await _wait_active(dynamo, name)
+    wanted = spec.get("StreamSpecification")
+    if wanted and not table.get("StreamSpecification", {}).get("StreamEnabled"):
+        await dynamo.call("update_table", TableName=name, StreamSpecification=wanted)
+        await _wait_active(dynamo, name)
+    return created
+
+
+async def _expire_markers(dynamo: AsyncDynamo, name: str) -> None:
+    """TTL on ``expires_at`` lets the Lambda consumer's replay markers age out."""
+    described = await dynamo.call("describe_time_to_live", TableName=name)
+    if described.get("TimeToLiveDescription", {}).get("TimeToLiveStatus") in {"ENABLED", "ENABLING"}:
+        return
+    await dynamo.call(
+        "update_time_to_live",
+        TableName=name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+    )
+
+
+async def create_tables(dynamo: AsyncDynamo, settings: Settings) -> list[str]:
+    """Create every missing table; returns the names created by this call. Safe to repeat."""
+    specs = table_specs(settings)
+    created = await asyncio.gather(*(_ensure(dynamo, spec) for spec in specs))
+    await _expire_markers(dynamo, settings.table(CHECKPOINTS))
+    return [spec["TableName"] for spec, was_created in zip(specs, created, strict=True) if was_created]
+
+
+async def ensure_tables(settings: Settings) -> list[str]:
+    """``create_tables`` with a client of its own: for commands, the local stack and tests."""
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        return await create_tables(dynamo, settings)
+    finally:
+        dynamo.close()

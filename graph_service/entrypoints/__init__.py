@@ -1,0 +1,1 @@
+"""Entry points: the ``socialgraph`` command and one builder per process (the composition root)."""

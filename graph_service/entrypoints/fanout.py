@@ -1,0 +1,61 @@
+"""Builds a fanout worker process (``socialgraph fanout``): Kafka events -> Redis timelines."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiokafka.errors import KafkaError
+
+from fanout.applier import Fanout
+from fanout.worker import FanoutWorker, Offsets
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.entrypoints.components import build_timelines
+from graph_service.settings import Settings
+from graph_service.store.graph_store import DynamoGraphStore
+from graph_service.timelines.timeline_store import TimelineStore
+
+__all__ = ["FanoutRuntime", "build_fanout"]
+
+
+@dataclass
+class FanoutRuntime:
+    settings: Settings
+    worker: FanoutWorker
+    """Its ``stats`` stay readable after the run."""
+    fanout: Fanout
+    """What one event does, as the worker applies it."""
+    timelines: TimelineStore
+    dynamo: AsyncDynamo
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            await self.worker.run(stop)
+        except KafkaError as exc:
+            raise RuntimeError(f"Kafka at {self.settings.kafka_bootstrap_servers}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await self.timelines.aclose()
+        self.dynamo.close()
+
+
+async def build_fanout(
+    settings: Settings, *, after_writes: Callable[[Offsets], Awaitable[None]] | None = None
+) -> FanoutRuntime:
+    """A worker with its own Redis and DynamoDB clients. The followers come from DynamoDB directly
+    (strongly consistent pages, no cache fills); ``after_writes`` runs between a batch's writes and
+    its commit (instrumentation)."""
+    timelines = build_timelines(settings)
+    if timelines is None:
+        raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        await timelines.load_scripts()
+    except BaseException:
+        await timelines.aclose()
+        dynamo.close()
+        raise
+    fanout = Fanout(DynamoGraphStore(dynamo, settings), timelines, settings)
+    worker = FanoutWorker(settings, fanout, after_writes=after_writes)
+    return FanoutRuntime(settings, worker, fanout, timelines, dynamo)

@@ -1,0 +1,92 @@
+"""The counters consumer as an AWS Lambda handler for a DynamoDB Streams trigger.
+
+Configure the function with the same ``SG_*`` environment variables as the other processes and the
+handler ``graph_service.entrypoints.lambda_handler.handler``. The clients (DynamoDB, Redis) and the
+event loop they live on are built once per container and reused by every invocation; they are
+built again only if the configuration read from the environment changes. (A container runs one
+invocation at a time on one thread; the clients are kept per thread, so a process that calls the
+handler from several threads at once, as the tests do to stand for several containers, works too.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from counters.applier import CounterApplier
+from counters.lambda_batches import LambdaBatches, lambda_consumer
+from counters.repairs import CacheRepairer
+from graph_service.cache.graph_cache import GraphCache
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.entrypoints.components import build_graph_cache
+from graph_service.settings import Settings
+from graph_service.store.counter_table import DynamoCounterTable
+from graph_service.streams.checkpoints import CheckpointStore
+
+__all__ = ["LambdaRuntime", "build_lambda", "handler"]
+
+
+@dataclass
+class LambdaRuntime:
+    settings: Settings
+    loop: asyncio.AbstractEventLoop
+    dynamo: AsyncDynamo
+    cache: GraphCache | None
+    repairer: CacheRepairer
+    batches: LambdaBatches
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, int]:
+        """One event, on the container's loop. What Redis still owes at the end stays stored as debts,
+        settled first by the next invocation."""
+
+        async def apply() -> dict[str, int]:
+            try:
+                return await self.batches.apply(event)
+            finally:
+                await self.repairer.aclose()
+
+        return self.loop.run_until_complete(apply())
+
+    async def aclose(self) -> None:
+        await self.repairer.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()
+        self.dynamo.close()
+
+    def close(self) -> None:
+        """``aclose`` on the container's loop, then the loop itself."""
+        try:
+            self.loop.run_until_complete(self.aclose())
+        finally:
+            self.loop.close()
+
+
+def build_lambda(settings: Settings) -> LambdaRuntime:
+    loop = asyncio.new_event_loop()
+    dynamo = AsyncDynamo.build(settings)
+    applier = CounterApplier(DynamoCounterTable(dynamo, settings))
+    markers = CheckpointStore(dynamo, settings, lambda_consumer(settings))
+    cache = build_graph_cache(settings)
+    repairer = CacheRepairer(cache, applier, markers)
+    return LambdaRuntime(settings, loop, dynamo, cache, repairer, LambdaBatches(applier, repairer, markers))
+
+
+class _Container(threading.local):
+    runtime: LambdaRuntime | None = None
+
+
+_container = _Container()
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point. Raising makes Lambda retry the batch, which the markers make safe."""
+    settings = Settings.from_env()
+    runtime = _container.runtime
+    if runtime is None or runtime.settings != settings:
+        if runtime is not None:
+            runtime.close()
+        runtime = _container.runtime = build_lambda(settings)
+    runtime.invoke(event)
+    return {"batchItemFailures": []}

@@ -1,0 +1,42 @@
+"""What every long-running process is to its entry point: built once, run until a stop, closed once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+from graph_service.settings import Settings
+
+__all__ = ["Runtime", "run_until_signal"]
+
+
+class Runtime(Protocol):
+    async def run(self, stop: asyncio.Event) -> None:
+        """Do the process's work until ``stop`` is set (or a failure ends it)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release every client and thread the builder made; safe after a failed ``run``."""
+        ...
+
+
+R = TypeVar("R", bound=Runtime)
+
+
+def run_until_signal(build: Callable[[Settings], Awaitable[R]], settings: Settings) -> None:
+    """Build the runtime, run it until SIGTERM or SIGINT, then close it."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        runtime = await build(settings)
+        try:
+            await runtime.run(stop)
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(main())

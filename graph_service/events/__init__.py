@@ -1,0 +1,1 @@
+"""The Kafka events: their records (protobuf value and headers) and the Kafka client options."""

@@ -1,1 +1,0 @@
-"""The local stack: installs and runs DynamoDB Local and Redis for `socialgraph up` and the tests."""

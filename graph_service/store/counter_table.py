@@ -1,0 +1,59 @@
+"""The ``users`` table's counters as the counters consumer reads and writes them.
+
+Every counter write is conditioned on the version it was computed from (``ver``), so two shards
+never lose each other's updates, and it commits in one transaction with its fence (a checkpoint
+move or event markers), so a replayed batch fails as a whole instead of counting twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from graph_service.domain.fences import CounterUpdate, Fence, FenceRejected
+from graph_service.domain.models import Counts
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.operations import Item, transact_write
+from graph_service.dynamodb.tables import CHECKPOINTS, USERS
+from graph_service.settings import Settings
+from graph_service.store.graph_store import load_counts
+from graph_service.streams.checkpoints import fence_items
+
+__all__ = ["DynamoCounterTable"]
+
+
+class DynamoCounterTable:
+    """Implements ``CounterTable``."""
+
+    def __init__(self, dynamo: AsyncDynamo, settings: Settings) -> None:
+        self._dynamo = dynamo
+        self._users = settings.table(USERS)
+        self._checkpoints = settings.table(CHECKPOINTS)
+
+    async def read_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
+        return await load_counts(self._dynamo, self._users, user_ids)
+
+    def _update(self, update: CounterUpdate) -> Item:
+        old, new = update.old, update.new
+        values: Item = {":f": {"N": str(new.followers)}, ":g": {"N": str(new.following)}, ":v": {"N": str(new.version)}}
+        if old.version:
+            values[":old"] = {"N": str(old.version)}
+        return {
+            "Update": {
+                "TableName": self._users,
+                "Key": {"user_id": {"N": str(update.user_id)}},
+                "UpdateExpression": "SET followers_count = :f, following_count = :g, ver = :v",
+                "ConditionExpression": "ver = :old" if old.version else "attribute_not_exists(ver)",
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    async def commit(self, updates: Sequence[CounterUpdate], fence: Fence) -> bool:
+        codes = await transact_write(
+            self._dynamo, [self._update(u) for u in updates] + fence_items(self._checkpoints, fence)
+        )
+        if codes is None:
+            return True
+        refused = [i for i, code in enumerate(codes[len(updates) :]) if code == "ConditionalCheckFailed"]
+        if refused:
+            raise FenceRejected(refused)
+        return False

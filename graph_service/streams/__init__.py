@@ -1,0 +1,1 @@
+"""DynamoDB Streams reading and per-shard checkpoints, shared by the counters consumer and the relay."""

@@ -1,0 +1,153 @@
+"""Per-shard stream checkpoints in DynamoDB (table ``stream_checkpoints``).
+
+A checkpoint is only ever moved by a conditional write that names the position it moves
+from, so a replayed or duplicated batch cannot move it twice; a consumer may put that write
+in the same transaction as its effects (the counters consumer does, through ``fence_items``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from graph_service.domain.fences import CheckpointMove, EventMarkers, Fence
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.operations import Item, query_all
+from graph_service.dynamodb.tables import CHECKPOINTS
+from graph_service.settings import Settings
+
+__all__ = ["DEBT_PREFIX", "Checkpoint", "CheckpointStore", "fence_items"]
+
+DEBT_PREFIX = "debt#"
+MARKER_PREFIX = "event#"
+
+
+def _key(consumer: str, shard_id: str) -> Item:
+    return {"consumer": {"S": consumer}, "shard_id": {"S": shard_id}}
+
+
+def _move(table: str, move: CheckpointMove) -> Item:
+    """The update moving a checkpoint, only from the position it names."""
+    condition = "attribute_not_exists(seq)" if move.previous is None else "seq = :prev"
+    values: Item = {":seq": {"S": move.sequence}, ":note": {"S": move.note}}
+    if move.previous is not None:
+        values[":prev"] = {"S": move.previous}
+    return {
+        "TableName": table,
+        "Key": _key(move.consumer, move.shard_id),
+        "UpdateExpression": "SET seq = :seq, note = :note",
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def fence_items(table: str, fence: Fence) -> list[Item]:
+    """The fence as transaction items of the checkpoints table, in the order of its positions."""
+    if isinstance(fence, CheckpointMove):
+        return [{"Update": _move(table, fence)}]
+    return [
+        {
+            "Put": {
+                "TableName": table,
+                "Item": {
+                    **_key(fence.consumer, f"{MARKER_PREFIX}{event_id}"),
+                    "expires_at": {"N": str(fence.expires_at)},
+                },
+                "ConditionExpression": "attribute_not_exists(consumer)",
+            }
+        }
+        for event_id in fence.event_ids
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    sequence: str | None = None
+    """Last sequence number whose effects are committed; None: start at the shard's beginning."""
+    done: bool = False
+    """The shard is closed and fully processed; its children may start."""
+    note: str = ""
+    """Consumer-defined: what to redo after a crash (the counters consumer: the last cache repair)."""
+
+
+class CheckpointStore:
+    def __init__(self, dynamo: AsyncDynamo, settings: Settings, consumer: str) -> None:
+        self._dynamo = dynamo
+        self._table = settings.table(CHECKPOINTS)
+        self.consumer = consumer
+
+    def _key(self, shard_id: str) -> Item:
+        return _key(self.consumer, shard_id)
+
+    async def load(self, shard_id: str) -> Checkpoint:
+        response = await self._dynamo.call(
+            "get_item", TableName=self._table, Key=self._key(shard_id), ConsistentRead=True
+        )
+        item = response.get("Item")
+        return self._parse(item) if item else Checkpoint()
+
+    @staticmethod
+    def _parse(item: Item) -> Checkpoint:
+        return Checkpoint(
+            sequence=item.get("seq", {}).get("S"),
+            done=item.get("done", {}).get("BOOL", False),
+            note=item.get("note", {}).get("S", ""),
+        )
+
+    async def load_all(self) -> dict[str, Checkpoint]:
+        """Every checkpoint of this consumer, by shard."""
+        query: Item = {
+            "TableName": self._table,
+            "KeyConditionExpression": "consumer = :c",
+            "ExpressionAttributeValues": {":c": {"S": self.consumer}},
+            "ConsistentRead": True,
+        }
+        return {
+            i["shard_id"]["S"]: self._parse(i)
+            for i in await query_all(self._dynamo, query)
+            if not i["shard_id"]["S"].startswith(DEBT_PREFIX)
+        }
+
+    def move(self, shard_id: str, previous: str | None, sequence: str, note: str = "") -> CheckpointMove:
+        """The move of this consumer's checkpoint from ``previous`` to ``sequence``, as a fence."""
+        return CheckpointMove(self.consumer, shard_id, previous, sequence, note)
+
+    def markers(self, event_ids: list[str], expires_at: int) -> EventMarkers:
+        """One marker per stream event of this consumer, as a fence."""
+        return EventMarkers(self.consumer, tuple(event_ids), expires_at)
+
+    async def advance(self, shard_id: str, previous: str | None, sequence: str, note: str = "") -> None:
+        """Move the checkpoint alone (``ConditionalCheckFailedException`` if it is not at ``previous``)."""
+        await self._dynamo.call("update_item", **_move(self._table, self.move(shard_id, previous, sequence, note)))
+
+    async def add_debt(self, note: str) -> None:
+        """Remember a cache repair that could not be made (Redis unreachable)."""
+        if not note or note == "[]":
+            return
+        await self._dynamo.call(
+            "put_item",
+            TableName=self._table,
+            Item={**self._key(f"{DEBT_PREFIX}{uuid.uuid4().hex}"), "note": {"S": note}},
+        )
+
+    async def debts(self) -> dict[str, str]:
+        """Owed cache repairs by key."""
+        query: Item = {
+            "TableName": self._table,
+            "KeyConditionExpression": "consumer = :c AND begins_with(shard_id, :p)",
+            "ExpressionAttributeValues": {":c": {"S": self.consumer}, ":p": {"S": DEBT_PREFIX}},
+            "ConsistentRead": True,
+        }
+        return {i["shard_id"]["S"]: i.get("note", {}).get("S", "") for i in await query_all(self._dynamo, query)}
+
+    async def settle_debt(self, key: str) -> None:
+        await self._dynamo.call("delete_item", TableName=self._table, Key=self._key(key))
+
+    async def mark_done(self, shard_id: str) -> None:
+        await self._dynamo.call(
+            "update_item",
+            TableName=self._table,
+            Key=self._key(shard_id),
+            UpdateExpression="SET done = :t REMOVE note",  # nothing of a finished shard is redone
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )

@@ -1,0 +1,158 @@
+"""Timelines in Redis: pushed home timelines, authors' recent tweets, the celebrity registry and
+a tweet -> author cache. Redis is where timelines live, so failures are raised, never hidden."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from redis.exceptions import NoScriptError
+
+from graph_service.domain.errors import TimelineUnavailable
+from graph_service.redis_client.connect import AnyRedis
+from graph_service.redis_client.failures import UNANSWERED, UNREACHABLE, retry_torn
+from graph_service.timelines import keys, scripts
+
+__all__ = ["TimelineStore"]
+
+ATTEMPTS = 3
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _redis_call(
+    method: Callable[Concatenate[TimelineStore, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[TimelineStore, P], Coroutine[Any, Any, T]]:
+    """Redis unreachable becomes ``TimelineUnavailable``; other Redis errors (a refused command,
+    out of memory) are raised as they are, since retrying cannot help them.
+
+    redis-py#4287: a pooled connection torn down under the client surfaces as AttributeError or
+    TypeError (or a ConnectionError for one closed meanwhile). Every operation here is idempotent
+    and takes no iterator it could use up, so it is tried again on a fresh connection, twice at most."""
+
+    @functools.wraps(method)
+    async def wrapper(store: TimelineStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await retry_torn(lambda: method(store, *args, **kwargs), attempts=ATTEMPTS, also=UNREACHABLE)
+        except UNANSWERED as exc:
+            raise TimelineUnavailable(f"Redis did not answer: {exc}") from exc
+
+    return wrapper
+
+
+class TimelineStore:
+    """``TimelineWrites`` (the fanout) and ``TimelineReads`` (the read path) on Redis."""
+
+    def __init__(self, redis: AnyRedis, *, timeline_cap: int, recent_cap: int, author_ttl_seconds: int) -> None:
+        self._redis = redis
+        self._timeline_cap = timeline_cap
+        self._recent_cap = recent_cap
+        self._author_ttl = author_ttl_seconds
+        self._merge = redis.register_script(scripts.MERGE_IDS)
+        self._remove = redis.register_script(scripts.REMOVE_IDS)
+
+    # -- writes (the fanout worker) -----------------------------------------------------------
+
+    @_redis_call
+    async def push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
+        """Put one tweet into each user's home timeline: one pipelined round trip (per Cluster node)."""
+        if not user_ids:
+            return
+        try:
+            await self._push(tweet_id, user_ids)
+        except NoScriptError:  # a node restarted or failed over since the script was loaded
+            await self._redis.script_load(scripts.MERGE_IDS)
+            await self._push(tweet_id, user_ids)
+
+    async def _push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
+        sha = self._merge.sha
+        pipe = self._redis.pipeline(transaction=False)
+        for user_id in user_ids:
+            # execute_command, not pipe.evalsha: redis-py refuses the latter in Cluster pipelines
+            # (for fear of NOSCRIPT), which push() handles by loading the script and retrying.
+            pipe.execute_command("EVALSHA", sha, 1, keys.home(user_id), self._timeline_cap, tweet_id)
+        await pipe.execute()
+
+    @_redis_call
+    async def load_scripts(self) -> None:
+        """Load the merge script on every node, so pipelined pushes can name it by hash."""
+        await self._redis.script_load(scripts.MERGE_IDS)
+
+    @_redis_call
+    async def record_tweet(self, author_id: int, tweet_id: int) -> None:
+        """Remember the tweet among its author's recent ones, and who wrote it."""
+        await self._merge(keys=[keys.recent(author_id)], args=[self._recent_cap, tweet_id])
+        await self._redis.set(keys.tweet_author(tweet_id), author_id, ex=self._author_ttl)
+
+    @_redis_call
+    async def merge(self, user_id: int, tweet_ids: Sequence[int]) -> int:
+        """Put tweets (in any order) into one home timeline; how many were new."""
+        if not tweet_ids:
+            return 0
+        return int(await self._merge(keys=[keys.home(user_id)], args=[self._timeline_cap, *tweet_ids]))
+
+    @_redis_call
+    async def remove(self, user_id: int, tweet_ids: Sequence[int]) -> int:
+        """Take tweets out of one home timeline; how many were there."""
+        if not tweet_ids:
+            return 0
+        return int(await self._remove(keys=[keys.home(user_id)], args=list(tweet_ids)))
+
+    @_redis_call
+    async def mark_celebrity(self, author_id: int, followers: int) -> None:
+        await self._redis.zadd(keys.CELEBRITIES, {str(author_id): followers})
+
+    # -- reads --------------------------------------------------------------------------------
+
+    @_redis_call
+    async def home(self, user_id: int) -> list[int]:
+        """The pushed timeline, newest first."""
+        return [int(v) for v in await self._redis.lrange(keys.home(user_id), 0, -1)]
+
+    @_redis_call
+    async def recent(self, author_id: int) -> list[int]:
+        """The author's recent tweets, newest first."""
+        return [int(v) for v in await self._redis.lrange(keys.recent(author_id), 0, -1)]
+
+    @_redis_call
+    async def recent_of_many(self, authors: Sequence[int]) -> dict[int, list[int]]:
+        if not authors:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for author_id in authors:
+            pipe.lrange(keys.recent(author_id), 0, -1)
+        replies = await pipe.execute()
+        return {a: [int(v) for v in reply] for a, reply in zip(authors, replies, strict=True)}
+
+    @_redis_call
+    async def celebrities(self) -> list[int]:
+        members = await self._redis.zrange(keys.CELEBRITIES, 0, -1)
+        return [int(str(v)) for v in members]
+
+    @_redis_call
+    async def is_celebrity(self, author_id: int) -> bool:
+        return await self._redis.zscore(keys.CELEBRITIES, str(author_id)) is not None
+
+    @_redis_call
+    async def authors(self, tweet_ids: Sequence[int]) -> dict[int, int]:
+        """Cached authors of those tweets whose entry is in Redis."""
+        if not tweet_ids:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for tweet_id in tweet_ids:
+            pipe.get(keys.tweet_author(tweet_id))
+        replies = await pipe.execute()
+        return {t: int(a) for t, a in zip(tweet_ids, replies, strict=True) if a is not None}
+
+    @_redis_call
+    async def fill_authors(self, found: dict[int, int]) -> None:
+        if not found:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for tweet_id, author_id in found.items():
+            pipe.set(keys.tweet_author(tweet_id), author_id, ex=self._author_ttl)
+        await pipe.execute()
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,1 @@
+"""The ``tweets`` table: posting and author lookups."""

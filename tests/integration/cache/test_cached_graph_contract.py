@@ -1,0 +1,43 @@
+"""The read-through wrapper and the write-through notices over DynamoDB Local and Redis keep the
+graph contract: whatever Redis holds, every read answers as the store alone would, right after each write."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from graph_service.cache.cached_graph import CachedGraphReads
+from graph_service.cache.write_through import CacheWriteThrough
+from graph_service.domain.fences import CounterUpdate, EventMarkers
+from graph_service.domain.models import Counts
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.entrypoints.components import build_graph_cache
+from graph_service.settings import Settings
+from graph_service.store.counter_table import DynamoCounterTable
+from graph_service.store.graph_store import DynamoGraphStore
+from tests.support.contracts.graph import GraphContract, GraphUnderTest, NotifyingWrites
+
+
+class TestCachedGraph(GraphContract):
+    @pytest.fixture
+    async def graph(self, shared_tables: Settings) -> AsyncIterator[GraphUnderTest]:
+        dynamo = AsyncDynamo.build(shared_tables)
+        store = DynamoGraphStore(dynamo, shared_tables)
+        cache = build_graph_cache(shared_tables)
+        assert cache is not None
+        reads = CachedGraphReads(store, cache)
+        table = DynamoCounterTable(dynamo, shared_tables)
+
+        async def set_counts(user_id: int, counts: Counts) -> None:
+            """As the counters consumer does: the counters table, then the absolute values into Redis."""
+            assert await table.commit([CounterUpdate(user_id, Counts(), counts)], EventMarkers("contract", (), 0))
+            assert await cache.set_counts(user_id, counts)
+
+        try:
+            writes = NotifyingWrites(store, CacheWriteThrough(cache))
+            yield GraphUnderTest(writes, reads, reads, store, set_counts)
+        finally:
+            await reads.aclose()
+            await cache.aclose()
+            dynamo.close()

@@ -1,0 +1,88 @@
+"""Timelines in memory: ``TimelineWrites`` and ``TimelineReads`` with the behaviour of the Redis
+``TimelineStore`` and its merge script, for unit tests only (held to it by
+``tests/support/contracts/timelines.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["FakeTimelines", "merge_ids"]
+
+
+def merge_ids(entries: list[int], tweet_ids: Sequence[int], cap: int) -> int:
+    """``MERGE_IDS`` step by step: each ID once, newest first, in place; trimmed to ``cap`` at the end."""
+    added = 0
+    for tweet_id in tweet_ids:
+        if not entries or tweet_id > entries[0]:
+            entries.insert(0, tweet_id)
+            added += 1
+        elif tweet_id != entries[0]:
+            if entries[-1] > tweet_id:
+                if len(entries) < cap:
+                    entries.append(tweet_id)
+                    added += 1
+            elif tweet_id != entries[-1] and tweet_id not in entries:
+                place = next(i for i in range(1, len(entries)) if tweet_id > entries[i])
+                entries.insert(place, tweet_id)
+                added += 1
+    if added and len(entries) > cap:
+        del entries[cap:]
+    return added
+
+
+class FakeTimelines:
+    def __init__(self, *, timeline_cap: int = 800, recent_cap: int = 200) -> None:
+        self.timeline_cap = timeline_cap
+        self.recent_cap = recent_cap
+        self.homes: dict[int, list[int]] = {}
+        self.recents: dict[int, list[int]] = {}
+        self.tweet_authors: dict[int, int] = {}
+        self.celebrity_scores: dict[int, int] = {}
+
+    # -- TimelineWrites -------------------------------------------------------------------
+
+    async def record_tweet(self, author_id: int, tweet_id: int) -> None:
+        merge_ids(self.recents.setdefault(author_id, []), [tweet_id], self.recent_cap)
+        self.tweet_authors[tweet_id] = author_id
+
+    async def push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
+        for user_id in user_ids:
+            merge_ids(self.homes.setdefault(user_id, []), [tweet_id], self.timeline_cap)
+
+    async def merge(self, user_id: int, tweet_ids: Sequence[int]) -> int:
+        return merge_ids(self.homes.setdefault(user_id, []), tweet_ids, self.timeline_cap)
+
+    async def remove(self, user_id: int, tweet_ids: Sequence[int]) -> int:
+        entries = self.homes.get(user_id, [])
+        removed = 0
+        for tweet_id in tweet_ids:
+            if tweet_id in entries:
+                entries.remove(tweet_id)
+                removed += 1
+        return removed
+
+    async def recent(self, author_id: int) -> list[int]:
+        return list(self.recents.get(author_id, []))
+
+    async def mark_celebrity(self, author_id: int, followers: int) -> None:
+        self.celebrity_scores[author_id] = followers
+
+    async def is_celebrity(self, author_id: int) -> bool:
+        return author_id in self.celebrity_scores
+
+    # -- TimelineReads --------------------------------------------------------------------
+
+    async def home(self, user_id: int) -> list[int]:
+        return list(self.homes.get(user_id, []))
+
+    async def celebrities(self) -> list[int]:
+        return sorted(self.celebrity_scores, key=lambda a: (self.celebrity_scores[a], str(a)))
+
+    async def recent_of_many(self, authors: Sequence[int]) -> dict[int, list[int]]:
+        return {a: list(self.recents.get(a, [])) for a in authors}
+
+    async def authors(self, tweet_ids: Sequence[int]) -> dict[int, int]:
+        return {t: self.tweet_authors[t] for t in tweet_ids if t in self.tweet_authors}
+
+    async def fill_authors(self, found: dict[int, int]) -> None:
+        self.tweet_authors.update(found)

@@ -1,0 +1,108 @@
+"""Domain errors become a canonical gRPC status with one google.rpc.ErrorInfo (AIP-193)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from graph_service.api.error_mapping import DOMAIN, internal_status, to_grpc_status
+from graph_service.domain import errors
+from graph_service.domain.errors import (
+    BatchTooLarge,
+    DomainError,
+    InvalidPageSize,
+    InvalidPageToken,
+    InvalidUserId,
+    SelfFollow,
+    Unavailable,
+)
+
+DETAILS_KEY = "grpc-status-details-bin"
+
+
+def decode(status: grpc.Status) -> tuple[status_pb2.Status, error_details_pb2.ErrorInfo]:
+    """The google.rpc.Status a client would read from the trailers, and its single ErrorInfo."""
+    trailers = dict(status.trailing_metadata)
+    assert set(trailers) == {DETAILS_KEY}
+    rich = status_pb2.Status.FromString(trailers[DETAILS_KEY])
+    assert len(rich.details) == 1
+    info = error_details_pb2.ErrorInfo()
+    assert rich.details[0].Unpack(info)
+    return rich, info
+
+
+CASES: list[tuple[DomainError, grpc.StatusCode, str, dict[str, str]]] = [
+    (InvalidUserId("follower_id"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_USER_ID", {"field": "follower_id"}),
+    (InvalidUserId("user_ids[3]"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_USER_ID", {"field": "user_ids[3]"}),
+    (SelfFollow(42), grpc.StatusCode.INVALID_ARGUMENT, "SELF_FOLLOW", {"user_id": "42"}),
+    (InvalidPageSize(-3), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_SIZE", {"page_size": "-3"}),
+    (InvalidPageToken("malformed"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN", {}),
+    (
+        BatchTooLarge(101, 100),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "TOO_MANY_IDS",
+        {"size": "101", "limit": "100"},
+    ),
+    (Unavailable("DynamoDB kept throttling"), grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE", {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "reason", "metadata"), CASES, ids=[type(c[0]).__name__ + str(i) for i, c in enumerate(CASES)]
+)
+def test_domain_error_maps_to_code_reason_domain_and_metadata(
+    error: DomainError, code: grpc.StatusCode, reason: str, metadata: dict[str, str]
+) -> None:
+    """Each domain error becomes its canonical code and an ErrorInfo with its stable reason, domain and metadata."""
+    status = to_grpc_status(error)
+    assert status.code == code
+    rich, info = decode(status)
+    assert rich.code == code.value[0]
+    assert info.reason == reason
+    assert info.domain == DOMAIN == "socialgraph.v1"
+    assert dict(info.metadata) == metadata
+
+
+@pytest.mark.parametrize(
+    "error", [c[0] for c in CASES], ids=[type(c[0]).__name__ + str(i) for i, c in enumerate(CASES)]
+)
+def test_message_is_the_same_in_the_status_and_the_details(error: DomainError) -> None:
+    """The human message is the status details and the rich status message alike (grpc_status checks this)."""
+    status = to_grpc_status(error)
+    rich, _ = decode(status)
+    assert status.details == rich.message == error.message
+    assert status.details
+
+
+def test_user_id_message_names_the_field() -> None:
+    """The INVALID_USER_ID message tells a human which field was wrong."""
+    assert "followee_id" in to_grpc_status(InvalidUserId("followee_id")).details
+
+
+def test_every_domain_error_class_is_mapped() -> None:
+    """Every DomainError subclass maps to a status whose reason is an UPPER_SNAKE_CASE constant."""
+    classes = [getattr(errors, name) for name in errors.__all__]
+    subclasses = [c for c in classes if isinstance(c, type) and issubclass(c, DomainError) and c is not DomainError]
+    assert subclasses
+    for cls in subclasses:
+        error = cls.__new__(cls)
+        DomainError.__init__(error, "message")
+        status = to_grpc_status(error)
+        _, info = decode(status)
+        assert info.reason == cls.reason
+        assert info.reason.isupper()
+        assert " " not in info.reason
+        assert status.code != grpc.StatusCode.OK
+
+
+def test_unexpected_failure_is_internal_without_internals() -> None:
+    """An unexpected failure is INTERNAL with reason INTERNAL, a bland message, and the request ID to find the log."""
+    status = internal_status("req-123")
+    assert status.code == grpc.StatusCode.INTERNAL
+    rich, info = decode(status)
+    assert rich.code == code_pb2.INTERNAL
+    assert status.details == rich.message == "internal error"
+    assert info.reason == "INTERNAL"
+    assert info.domain == DOMAIN
+    assert dict(info.metadata) == {"request_id": "req-123"}

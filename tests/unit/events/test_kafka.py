@@ -1,0 +1,41 @@
+"""Kafka client options come from settings alone: the local broker, MSK with TLS, MSK with SASL/SCRAM."""
+
+from __future__ import annotations
+
+import ssl
+
+from graph_service.events.kafka import client_options
+from graph_service.settings import Settings
+
+
+def test_plaintext_by_default_with_every_bootstrap_server() -> None:
+    options = client_options(Settings(kafka_bootstrap_servers="b-1:9092, b-2:9092,"))
+    assert options["bootstrap_servers"] == ["b-1:9092", "b-2:9092"]
+    assert options["security_protocol"] == "PLAINTEXT"
+    assert "ssl_context" not in options
+    assert "sasl_mechanism" not in options
+
+
+def test_tls_uses_a_verifying_context() -> None:
+    options = client_options(Settings(kafka_security_protocol="SSL"))
+    context = options["ssl_context"]
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname
+
+
+def test_sasl_scram_over_tls_carries_the_credentials() -> None:
+    settings = Settings(
+        kafka_security_protocol="SASL_SSL",
+        kafka_sasl_mechanism="SCRAM-SHA-512",
+        kafka_sasl_username="fanout",
+        kafka_sasl_password="secret",
+    )
+    options = client_options(settings)
+    assert options["security_protocol"] == "SASL_SSL"
+    assert isinstance(options["ssl_context"], ssl.SSLContext)
+    assert (options["sasl_mechanism"], options["sasl_plain_username"], options["sasl_plain_password"]) == (
+        "SCRAM-SHA-512",
+        "fanout",
+        "secret",
+    )
