@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from botocore.exceptions import ClientError
 
 from counters.applier import CounterApplier, chunk_changes
 from counters.repairs import CacheRepairer, decode_note, encode_note
+from graph_service.domain.errors import Unavailable
 from graph_service.domain.fences import FenceRejected
-from graph_service.dynamodb.client import error_code
 from graph_service.store.changes import EdgeChange, edge_changes, touched_pairs
 from graph_service.streams.checkpoints import CheckpointStore
 
 __all__ = ["CountersConsumer"]
 
 log = structlog.get_logger(__name__)
+MAX_ROUNDS = 20
 
 
 class CountersConsumer:
@@ -47,7 +47,10 @@ class CountersConsumer:
     async def _commit_chunk(
         self, shard_id: str, chunk: list[EdgeChange], end: str, committed: str | None
     ) -> str | None:
-        while True:
+        """Commit the chunk's changes not yet applied, with the checkpoint move from ``committed`` to
+        ``end`` as their fence; another consumer of the shard that moved the checkpoint first makes
+        this one read where it is and go on from there (it only ever moves forward)."""
+        for _ in range(MAX_ROUNDS):
             if committed is not None and int(committed) >= int(end):
                 return committed  # applied before (a replay after a crash or by another process)
             todo = [c for c in chunk if committed is None or int(c.sequence) > int(committed)]
@@ -63,11 +66,7 @@ class CountersConsumer:
                 committed = (await self._checkpoints.load(shard_id)).sequence
                 log.warning("checkpoint_moved_elsewhere", shard_id=shard_id, now=committed)
                 continue
-            except ClientError as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                committed = (await self._checkpoints.load(shard_id)).sequence
-                continue
             self.applied_changes += len(todo)
             await self._repairer.repair(todo, counts)
             return end
+        raise Unavailable(f"the checkpoint of shard {shard_id} kept moving under this consumer")

@@ -10,7 +10,6 @@ Markers expire after ``MARKER_TTL_SECONDS`` (longer than stream retention), give
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import structlog
@@ -18,6 +17,7 @@ import structlog
 from counters.applier import CounterApplier, chunk_changes
 from counters.repairs import CacheRepairer
 from graph_service.domain.fences import FenceRejected
+from graph_service.domain.times import now_us
 from graph_service.settings import Settings
 from graph_service.store.changes import edge_changes, touched_pairs
 from graph_service.streams.checkpoints import CheckpointStore
@@ -53,7 +53,7 @@ class LambdaBatches:
         for chunk in chunks:
             todo = list(chunk)
             while todo:
-                fence = self._markers.markers([c.event_id for c in todo], int(time.time()) + MARKER_TTL_SECONDS)
+                fence = self._markers.markers([c.event_id for c in todo], now_us() // 1_000_000 + MARKER_TTL_SECONDS)
                 try:
                     counts = await self._applier.apply(todo, fence)
                 except FenceRejected as rejected:

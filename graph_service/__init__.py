@@ -1,7 +1,7 @@
 """socialgraph: the follow graph service and its stream consumers.
 
 Layers (docs/architecture.md, enforced by import-linter): ``domain`` and ``settings`` at the bottom,
-the adapters over them (``dynamodb``, ``redis_client``, ``store``, ``cache``, ``timelines``, ``tweets``,
-``streams``, ``events``), the processes side by side (``api`` here; ``counters``, ``relay`` and
-``fanout`` beside this package), and ``entrypoints`` on top.
+the DynamoDB and Redis plumbing over them (``dynamodb``, ``redis_client``), the adapters over that
+(``store``, ``cache``, ``timelines``, ``tweets``, ``streams``, ``events``), the processes side by side
+(``api`` here; ``counters``, ``relay`` and ``fanout`` beside this package), and ``entrypoints`` on top.
 """

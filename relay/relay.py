@@ -14,10 +14,9 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from botocore.exceptions import ClientError
 
+from graph_service.domain.fences import FenceRejected
 from graph_service.domain.tweet_ids import created_at_us
-from graph_service.dynamodb.client import error_code
 from graph_service.events.records import OutgoingRecord, follow_record, tweet_record
 from graph_service.store.changes import edge_change
 from graph_service.streams.checkpoints import CheckpointStore
@@ -87,9 +86,7 @@ class Relay:
         last = str(records[-1]["dynamodb"]["SequenceNumber"])
         try:
             await self._checkpoints.advance(shard_id, committed, last)
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        except FenceRejected:
             log.warning("relay_checkpoint_moved_elsewhere", shard_id=shard_id)  # another relay ran this shard
             return (await self._checkpoints.load(shard_id)).sequence
         self.produced += len(outgoing)

@@ -16,22 +16,13 @@ side, except past the limit, where it is a walk of U's followers until the page 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
-
 from graph_service.domain.models import Cursor, Direction, Edge, EdgePage
-from graph_service.domain.ports import CountReads, ListReads
+from graph_service.domain.ports import IntersectionReads
 
 __all__ = ["Intersections"]
 
 SCAN_BATCH = 500
 LOAD_PAGE = 1000
-
-
-class IntersectionReads(ListReads, CountReads, Protocol):
-    """Lists, counts and membership lookups: what an intersection reads."""
-
-    async def find_edges(self, direction: Direction, user_id: int, others: Sequence[int]) -> dict[int, int]: ...
 
 
 class Intersections:

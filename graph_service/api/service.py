@@ -91,7 +91,11 @@ class GraphService:
         # A new request: the account may have turned public after the privacy read, and its sweep
         # of pending requests may have run before this request committed; then nobody else would
         # accept it.
-        if result.created and result.state is FollowState.REQUESTED and not await self._writes.is_private(followee_id):
+        if (
+            result.created
+            and result.state is FollowState.REQUESTED
+            and not await self._writes.is_private_now(followee_id)
+        ):
             try:
                 if await self._accept_settled(followee_id, follower_id, while_public=True) is not None:
                     return FollowState.FOLLOWING

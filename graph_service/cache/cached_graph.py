@@ -9,22 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
 
 import structlog
 
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
-from graph_service.domain.ports import GraphReads, RelationshipReads
+from graph_service.domain.ports import CacheableReads
 
-__all__ = ["CachedGraphReads", "StoreReads"]
+__all__ = ["CachedGraphReads"]
 
 log = structlog.get_logger(__name__)
 FILL_PAGE = 1000
-
-
-class StoreReads(GraphReads, RelationshipReads, Protocol):
-    """What the read-through wrapper reads behind the cache."""
 
 
 class CachedGraphReads:
@@ -35,7 +30,7 @@ class CachedGraphReads:
     filling a whole list into Redis for a page they read once.
     """
 
-    def __init__(self, store: StoreReads, cache: GraphCache, *, fill_lists: bool = True) -> None:
+    def __init__(self, store: CacheableReads, cache: GraphCache, *, fill_lists: bool = True) -> None:
         self._store = store
         self.cache = cache
         self._fill_lists = fill_lists

@@ -19,6 +19,7 @@ from redis.commands.core import AsyncScript
 
 from graph_service.cache import keys, scripts
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
+from graph_service.domain.times import now_us
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.redis_client.failures import ANY_FAILURE, retry_torn
 
@@ -187,7 +188,7 @@ class GraphCache:
         ``at_us`` is None for an unfollow that found no edge: only the follow state is dropped.
         """
         add = "1" if following else "0"
-        now_ms = int(time.time() * 1000)
+        now_ms = now_us() // 1000
 
         def args(other: int) -> list[str | int]:
             member = "" if at_us is None else Edge(other, at_us).position
@@ -384,8 +385,9 @@ class GraphCache:
         )
         return ok
 
-    async def aclose(self) -> None:
-        """Deliver owed invalidations if Redis answers now (one try), then close the client."""
+    async def deliver_owed(self) -> None:
+        """Stop retrying in the background and try every owed invalidation once more, now; what
+        still fails is logged and forgotten (the counters consumer's stream repairs cover it)."""
         if self._flusher is not None:
             self._flusher.cancel()
             await asyncio.gather(self._flusher, return_exceptions=True)
@@ -395,4 +397,9 @@ class GraphCache:
                 del self._pending[pair]
         if self._pending:
             log.warning("redis_invalidations_dropped_at_shutdown", count=len(self._pending))
+            self._pending.clear()
+
+    async def aclose(self) -> None:
+        """Deliver owed invalidations if Redis answers now (one try), then close the client."""
+        await self.deliver_owed()
         await self._redis.aclose()

@@ -25,12 +25,15 @@ from graph_service.domain.models import (
 )
 
 __all__ = [
+    "CacheableReads",
     "CountReads",
     "CounterTable",
+    "EdgeLookup",
     "FollowerSource",
     "GraphChanges",
     "GraphReads",
     "GraphWrites",
+    "IntersectionReads",
     "ListReads",
     "RelationshipReads",
     "SuggestionCache",
@@ -95,7 +98,7 @@ class GraphWrites(Protocol):
         """Store the account's privacy setting (requests are not touched here)."""
         ...
 
-    async def is_private(self, user_id: int) -> bool:
+    async def is_private_now(self, user_id: int) -> bool:
         """The account's privacy setting, strongly consistent (never from a cache)."""
         ...
 
@@ -132,15 +135,22 @@ class CountReads(Protocol):
         ...
 
 
-class GraphReads(ListReads, CountReads, Protocol):
+class EdgeLookup(Protocol):
+    async def find_edges(self, direction: Direction, user_id: int, others: Sequence[int]) -> dict[int, int]:
+        """Which of ``others`` are in the user's list, with the follow times."""
+        ...
+
+
+class IntersectionReads(ListReads, CountReads, EdgeLookup, Protocol):
+    """What ListKnownFollowers and ListMutualFollows read: lists, counts (to pick the smaller side)
+    and membership lookups."""
+
+
+class GraphReads(IntersectionReads, Protocol):
     """What the service layer reads to answer the list, count and follow-state RPCs."""
 
     async def is_following(self, follower_id: int, followee_id: int) -> bool:
         """Strongly consistent: reflects every acknowledged write."""
-        ...
-
-    async def find_edges(self, direction: Direction, user_id: int, others: Sequence[int]) -> dict[int, int]:
-        """Which of ``others`` are in the user's list, with the follow times."""
         ...
 
     async def list_requests(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
@@ -156,6 +166,10 @@ class RelationshipReads(Protocol):
     async def relationships(self, actor_id: int, target_ids: Sequence[int]) -> dict[int, Relationship]:
         """How the actor relates to each distinct target; strongly consistent."""
         ...
+
+
+class CacheableReads(GraphReads, RelationshipReads, Protocol):
+    """What the read-through cache reads behind Redis."""
 
 
 class FollowerSource(Protocol):

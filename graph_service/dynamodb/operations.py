@@ -17,10 +17,21 @@ from botocore.exceptions import ClientError
 from graph_service.domain.errors import Unavailable
 from graph_service.dynamodb.client import AsyncDynamo, cancellation_codes, error_code
 
-__all__ = ["MAX_ATTEMPTS", "Item", "backoff", "batch_get_all", "query_all", "transact_get", "transact_write"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_TRANSACTION_ITEMS",
+    "Item",
+    "backoff",
+    "batch_get_all",
+    "query_all",
+    "transact_get",
+    "transact_once",
+    "transact_write",
+]
 
 Item = dict[str, Any]
 MAX_ATTEMPTS = 8
+MAX_TRANSACTION_ITEMS = 100
 BATCH_GET_KEYS = 100
 CANCELLED = "TransactionCanceledException"
 
@@ -79,19 +90,26 @@ async def batch_get_all(
     return [item for result in results for item in result]
 
 
+async def transact_once(dynamo: AsyncDynamo, items: list[Item]) -> list[str] | None:
+    """One TransactWriteItems: None when it committed, else the per-item cancellation codes
+    (``ConditionalCheckFailed`` for a condition, ``TransactionConflict`` for a racing transaction);
+    nothing was written then."""
+    try:
+        await dynamo.call("transact_write_items", TransactItems=items)
+    except ClientError as exc:
+        if error_code(exc) != CANCELLED:
+            raise
+        return cancellation_codes(exc)
+    return None
+
+
 async def transact_write(dynamo: AsyncDynamo, items: list[Item], *, attempts: int = MAX_ATTEMPTS) -> list[str] | None:
     """Commit one TransactWriteItems. None when it committed; the per-item cancellation codes when
     a condition failed (nothing was written). Conflicts with other transactions are tried again."""
     for attempt in range(attempts):
-        try:
-            await dynamo.call("transact_write_items", TransactItems=items)
-            return None
-        except ClientError as exc:
-            if error_code(exc) != CANCELLED:
-                raise
-            codes = cancellation_codes(exc)
-            if "ConditionalCheckFailed" in codes:
-                return codes
+        codes = await transact_once(dynamo, items)
+        if codes is None or "ConditionalCheckFailed" in codes:
+            return codes
         await backoff(attempt)  # TransactionConflict and friends: try again
     raise Unavailable("DynamoDB transaction kept conflicting")
 

@@ -102,7 +102,9 @@ def _post(settings: Settings, args: argparse.Namespace) -> int:
 def _up(settings: Settings, args: argparse.Namespace) -> int:
     try:  # the development stack is a package of its own, not installed in production
         from socialgraph_devstack.stack import run_stack
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "socialgraph_devstack":
+            raise
         print("socialgraph up: the local stack needs the development tools: pip install -e ./devstack", file=sys.stderr)
         return 2
     return run_stack(settings)

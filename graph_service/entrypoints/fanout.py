@@ -10,8 +10,11 @@ from aiokafka.errors import KafkaError
 
 from fanout.applier import Fanout
 from fanout.worker import FanoutWorker, Offsets
+from graph_service.cache.follower_source import CachedFollowerSource
+from graph_service.cache.graph_cache import GraphCache
+from graph_service.domain.ports import FollowerSource
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.entrypoints.components import build_timelines
+from graph_service.entrypoints.components import build_graph_cache, build_timelines
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
 from graph_service.timelines.timeline_store import TimelineStore
@@ -27,6 +30,7 @@ class FanoutRuntime:
     fanout: Fanout
     """What one event does, as the worker applies it."""
     timelines: TimelineStore
+    cache: GraphCache | None
     dynamo: AsyncDynamo
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -37,15 +41,17 @@ class FanoutRuntime:
 
     async def aclose(self) -> None:
         await self.timelines.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()
         self.dynamo.close()
 
 
 async def build_fanout(
     settings: Settings, *, after_writes: Callable[[Offsets], Awaitable[None]] | None = None
 ) -> FanoutRuntime:
-    """A worker with its own Redis and DynamoDB clients. The followers come from DynamoDB directly
-    (strongly consistent pages, no cache fills); ``after_writes`` runs between a batch's writes and
-    its commit (instrumentation)."""
+    """A worker with its own Redis and DynamoDB clients. The followers come from the graph cache
+    where it holds them whole, else from DynamoDB, and the worker fills no cache; ``after_writes``
+    runs between a batch's writes and its commit (instrumentation)."""
     timelines = build_timelines(settings)
     if timelines is None:
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
@@ -56,6 +62,10 @@ async def build_fanout(
         await timelines.aclose()
         dynamo.close()
         raise
-    fanout = Fanout(DynamoGraphStore(dynamo, settings), timelines, settings)
+    cache = build_graph_cache(settings)
+    followers: FollowerSource = DynamoGraphStore(dynamo, settings)
+    if cache is not None:
+        followers = CachedFollowerSource(followers, cache)
+    fanout = Fanout(followers, timelines, settings)
     worker = FanoutWorker(settings, fanout, after_writes=after_writes)
-    return FanoutRuntime(settings, worker, fanout, timelines, dynamo)
+    return FanoutRuntime(settings, worker, fanout, timelines, cache, dynamo)

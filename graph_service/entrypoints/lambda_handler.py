@@ -38,14 +38,17 @@ class LambdaRuntime:
     batches: LambdaBatches
 
     def invoke(self, event: dict[str, Any]) -> dict[str, int]:
-        """One event, on the container's loop. What Redis still owes at the end stays stored as debts,
-        settled first by the next invocation."""
+        """One event, on the container's loop. Nothing is left running between invocations: owed
+        counter repairs stay stored as debts (settled first by the next invocation), and owed
+        relationship and privacy drops are tried once more at the end, as a stop would."""
 
         async def apply() -> dict[str, int]:
             try:
                 return await self.batches.apply(event)
             finally:
                 await self.repairer.aclose()
+                if self.cache is not None:
+                    await self.cache.deliver_owed()
 
         return self.loop.run_until_complete(apply())
 

@@ -1,1 +1,1 @@
-"""The edge store on DynamoDB: item layout, the graph store, its stream records, the counters table."""
+"""The graph on DynamoDB: item layout, the graph store, its stream records, the counters table."""

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graph_service.domain.fences import CounterUpdate, Fence, FenceRejected
+from graph_service.domain.fences import CheckpointMove, CounterUpdate, Fence, FenceRejected
 from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.operations import Item, transact_write
+from graph_service.dynamodb.operations import MAX_TRANSACTION_ITEMS, Item, transact_once
 from graph_service.dynamodb.tables import CHECKPOINTS, USERS
 from graph_service.settings import Settings
 from graph_service.store.graph_store import load_counts
 from graph_service.streams.checkpoints import fence_items
 
-__all__ = ["DynamoCounterTable"]
+__all__ = ["DynamoCounterTable", "check_one_transaction"]
+
+
+def check_one_transaction(updates: Sequence[CounterUpdate], fence: Fence) -> None:
+    """``ValueError`` for a commit DynamoDB would refuse as invalid: more than 100 items in one
+    transaction, or two operations on one item (a chunk is cut to fit, see ``counters.applier``)."""
+    marks = [fence.shard_id] if isinstance(fence, CheckpointMove) else list(fence.event_ids)
+    items = len(updates) + len(marks)
+    if items > MAX_TRANSACTION_ITEMS:
+        raise ValueError(f"{items} items in one transaction (at most {MAX_TRANSACTION_ITEMS})")
+    if len({u.user_id for u in updates}) < len(updates) or len(set(marks)) < len(marks):
+        raise ValueError("two operations on one item in one transaction")
 
 
 class DynamoCounterTable:
@@ -48,9 +59,11 @@ class DynamoCounterTable:
         }
 
     async def commit(self, updates: Sequence[CounterUpdate], fence: Fence) -> bool:
-        codes = await transact_write(
-            self._dynamo, [self._update(u) for u in updates] + fence_items(self._checkpoints, fence)
-        )
+        """One transaction, tried once: a racing transaction (another shard on the same user) is a
+        refusal like a moved version, and the applier reads again before it tries again."""
+        check_one_transaction(updates, fence)
+        items = [self._update(u) for u in updates] + fence_items(self._checkpoints, fence)
+        codes = await transact_once(self._dynamo, items)
         if codes is None:
             return True
         refused = [i for i, code in enumerate(codes[len(updates) :]) if code == "ConditionalCheckFailed"]

@@ -235,11 +235,15 @@ class DynamoGraphStore:
             Item={**it.settings_key(user_id), "private": {"BOOL": private}, "at": {"N": str(now_us())}},
         )
 
-    async def is_private(self, user_id: int) -> bool:
+    async def is_private_now(self, user_id: int) -> bool:
         response = await self._dynamo.call(
             "get_item", TableName=self._followers, Key=it.settings_key(user_id), ConsistentRead=True
         )
         return bool(response.get("Item", {}).get("private", {}).get("BOOL", False))
+
+    async def is_private(self, user_id: int) -> bool:
+        """``GraphReads``' privacy read: the strongly consistent one (the cache wraps it)."""
+        return await self.is_private_now(user_id)
 
     # -- GraphReads -----------------------------------------------------------------------
 

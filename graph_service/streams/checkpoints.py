@@ -10,8 +10,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from graph_service.domain.fences import CheckpointMove, EventMarkers, Fence
-from graph_service.dynamodb.client import AsyncDynamo
+from botocore.exceptions import ClientError
+
+from graph_service.domain.fences import CheckpointMove, EventMarkers, Fence, FenceRejected
+from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.dynamodb.operations import Item, query_all
 from graph_service.dynamodb.tables import CHECKPOINTS
 from graph_service.settings import Settings
@@ -117,8 +119,14 @@ class CheckpointStore:
         return EventMarkers(self.consumer, tuple(event_ids), expires_at)
 
     async def advance(self, shard_id: str, previous: str | None, sequence: str, note: str = "") -> None:
-        """Move the checkpoint alone (``ConditionalCheckFailedException`` if it is not at ``previous``)."""
-        await self._dynamo.call("update_item", **_move(self._table, self.move(shard_id, previous, sequence, note)))
+        """Move the checkpoint alone; ``FenceRejected`` if it is not at ``previous`` (another
+        consumer of the shard moved it), as the same move inside a transaction would be."""
+        try:
+            await self._dynamo.call("update_item", **_move(self._table, self.move(shard_id, previous, sequence, note)))
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            raise FenceRejected([0]) from exc
 
     async def add_debt(self, note: str) -> None:
         """Remember a cache repair that could not be made (Redis unreachable)."""

@@ -11,7 +11,7 @@ After every step each read RPC is compared with it for every user / pair; at the
 must converge (the counters consumer runs) to the model's edge counts.
 
 SuggestFollows is served from a per-user cache (``suggest_cache_ttl_seconds``) that every write involving the user
-drops, but writes among the user's followees do not (graph_service/suggestions.py). So besides the exclusion rules
+drops, but writes among the user's followees do not (graph_service/api/suggestions.py). So besides the exclusion rules
 (never self, followed, requested or blocked either way), which must always hold, an answer must be the model's fresh
 ranking (mutual_count = how many of the user's followees follow the account, score, order) or exactly the previous
 answer when no write involving the user came between (see ``SUGGESTIONS_MAY_BE_CACHED``).

@@ -1,5 +1,6 @@
-"""The read-through wrapper and the write-through notices over DynamoDB Local and Redis keep the
-graph contract: whatever Redis holds, every read answers as the store alone would, right after each write."""
+"""The read-through wrapper, the write-through notices and the fanout's cached follower source over
+DynamoDB Local and Redis keep the graph contract: whatever Redis holds, every read answers as the
+store alone would, right after each write."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from graph_service.cache.cached_graph import CachedGraphReads
+from graph_service.cache.follower_source import CachedFollowerSource
 from graph_service.cache.write_through import CacheWriteThrough
 from graph_service.domain.fences import CounterUpdate, EventMarkers
 from graph_service.domain.models import Counts
@@ -36,7 +38,7 @@ class TestCachedGraph(GraphContract):
 
         try:
             writes = NotifyingWrites(store, CacheWriteThrough(cache))
-            yield GraphUnderTest(writes, reads, reads, store, set_counts)
+            yield GraphUnderTest(writes, reads, reads, CachedFollowerSource(store, cache), set_counts)
         finally:
             await reads.aclose()
             await cache.aclose()

@@ -89,3 +89,19 @@ class CounterTableContract:
         )
         other = EventMarkers("another-consumer", (e1,), 2**31)  # markers are per consumer
         assert await counters.table.commit([CounterUpdate(a, Counts(3, 0, 2), Counts(4, 0, 3))], other)
+
+    async def test_a_commit_that_cannot_be_one_transaction_is_refused_before_it_is_sent(
+        self, counters: CountersUnderTest, user: Callable[[], int]
+    ) -> None:
+        """More than 100 items, or two operations on one item: a chunk cut wrong is a bug, said at once."""
+        users = [user() for _ in range(100)]
+        too_many = [CounterUpdate(u, Counts(), Counts(1, 0, 1)) for u in users]
+        with pytest.raises(ValueError, match="items in one transaction"):
+            await counters.table.commit(too_many, CheckpointMove("contract", f"shard-{users[0]}", None, "1"))
+        twice = [CounterUpdate(users[0], Counts(), Counts(1, 0, 1)), CounterUpdate(users[0], Counts(), Counts(2, 0, 1))]
+        with pytest.raises(ValueError, match="two operations on one item"):
+            await counters.table.commit(twice, NO_FENCE)
+        with pytest.raises(ValueError, match="two operations on one item"):
+            await counters.table.commit(too_many[:1], EventMarkers("contract", ("e", "e"), 2**31))
+        assert (await counters.table.read_counts(users[:1]))[users[0]] == Counts()
+        assert await counters.checkpoint("contract", f"shard-{users[0]}") is None

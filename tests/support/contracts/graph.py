@@ -51,8 +51,8 @@ class NotifyingWrites:
     async def edge_at(self, follower_id: int, followee_id: int) -> int | None:
         return await self._store.edge_at(follower_id, followee_id)
 
-    async def is_private(self, user_id: int) -> bool:
-        return await self._store.is_private(user_id)
+    async def is_private_now(self, user_id: int) -> bool:
+        return await self._store.is_private_now(user_id)
 
     async def add_edge(self, follower_id: int, followee_id: int, at_us: int) -> bool:
         made = await self._store.add_edge(follower_id, followee_id, at_us)
@@ -277,10 +277,10 @@ class GraphContract:
 
     async def test_the_privacy_setting_round_trips(self, graph: GraphUnderTest, users: Users) -> None:
         (a,) = users(1)
-        assert not await graph.writes.is_private(a)
+        assert not await graph.writes.is_private_now(a)
         assert not await graph.reads.is_private(a)
         await graph.writes.set_private(a, True)
-        assert await graph.writes.is_private(a)
+        assert await graph.writes.is_private_now(a)
         assert await graph.reads.is_private(a)
         await graph.writes.set_private(a, False)
         assert not await graph.reads.is_private(a)

@@ -16,6 +16,8 @@ class SuggestionCacheUnderTest:
     cache: SuggestionCache
     write_touching: Callable[[int], Awaitable[None]]
     """What a committed write between the user and anyone does to the cache."""
+    unreachable: SuggestionCache
+    """The same kind of cache, whose Redis cannot be reached."""
 
 
 def _user() -> int:
@@ -47,3 +49,12 @@ class SuggestionCacheContract:
         assert now != seen
         await suggestions.cache.fill_suggestions(user, "[[3, 1.0, 1]]", now, 300)
         assert await suggestions.cache.get_suggestions(user) == "[[3, 1.0, 1]]"
+
+    async def test_a_cache_that_cannot_be_reached_serves_nothing_and_fails_nothing(
+        self, suggestions: SuggestionCacheUnderTest
+    ) -> None:
+        user = _user()
+        assert await suggestions.unreachable.get_suggestions(user) is None
+        assert await suggestions.unreachable.epoch(user) is None  # so no fill is tried
+        await suggestions.unreachable.fill_suggestions(user, "[]", "0", 300)
+        assert await suggestions.unreachable.get_suggestions(user) is None

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from graph_service.domain.fences import CheckpointMove, CounterUpdate, Fence, FenceRejected
 from graph_service.domain.models import Counts
+from graph_service.store.counter_table import check_one_transaction
 
 __all__ = ["FakeCounterTable"]
 
@@ -31,6 +32,7 @@ class FakeCounterTable:
         return [i for i, event in enumerate(fence.event_ids) if (fence.consumer, event) in self.markers]
 
     async def commit(self, updates: Sequence[CounterUpdate], fence: Fence) -> bool:
+        check_one_transaction(updates, fence)
         self.commits += 1
         refused = self._refused_by_fence(fence)
         if refused:

@@ -150,6 +150,9 @@ class FakeGraph:
     async def set_private(self, user_id: int, private: bool) -> None:
         self.private[user_id] = private
 
+    async def is_private_now(self, user_id: int) -> bool:
+        return self.private.get(user_id, False)
+
     async def is_private(self, user_id: int) -> bool:
         return self.private.get(user_id, False)
 

@@ -7,10 +7,12 @@ __all__ = ["FakeSuggestionCache"]
 
 
 class FakeSuggestionCache:
-    def __init__(self) -> None:
+    def __init__(self, *, down: bool = False) -> None:
         self.values: dict[int, str] = {}
         self.epochs: dict[int, int] = {}
         self.reads = 0
+        self.down = down
+        """Redis cannot be reached: nothing is served, no fill is tried, and nothing fails."""
 
     def bump(self, user_id: int) -> None:
         """What every write touching the user does: moves its epoch and drops its suggestions."""
@@ -19,11 +21,11 @@ class FakeSuggestionCache:
 
     async def get_suggestions(self, user_id: int) -> str | None:
         self.reads += 1
-        return self.values.get(user_id)
+        return None if self.down else self.values.get(user_id)
 
     async def epoch(self, user_id: int) -> str | None:
-        return str(self.epochs.get(user_id, 0))
+        return None if self.down else str(self.epochs.get(user_id, 0))
 
     async def fill_suggestions(self, user_id: int, value: str, seen: str, ttl_seconds: int) -> None:
-        if str(self.epochs.get(user_id, 0)) == seen:
+        if not self.down and str(self.epochs.get(user_id, 0)) == seen:
             self.values[user_id] = value

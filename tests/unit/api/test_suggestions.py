@@ -123,3 +123,14 @@ async def test_without_a_cache_every_call_ranks_afresh() -> None:
     follow(graph, 10, 21, 2)
     assert [s.user_id for s in await suggester.suggest(1, 5)] == [20, 21]  # a tie: ascending ID
     assert await suggester.suggest(2, 5) == []  # follows nobody: nothing to rank
+
+
+async def test_with_the_cache_unreachable_every_call_ranks_afresh_and_keeps_nothing() -> None:
+    graph, cache = FakeGraph(), FakeSuggestionCache(down=True)
+    follow(graph, 1, 10, 1)
+    follow(graph, 10, 20, 1)
+    suggester = Suggester(graph, graph, graph, cache, SETTINGS)
+    assert [s.user_id for s in await suggester.suggest(1, 5)] == [20]
+    follow(graph, 10, 21, 2)
+    assert [s.user_id for s in await suggester.suggest(1, 5)] == [20, 21]
+    assert cache.values == {}

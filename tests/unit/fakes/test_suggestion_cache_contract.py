@@ -16,4 +16,4 @@ class TestFakeSuggestionCache(SuggestionCacheContract):
         async def write_touching(user_id: int) -> None:
             cache.bump(user_id)
 
-        return SuggestionCacheUnderTest(cache, write_touching)
+        return SuggestionCacheUnderTest(cache, write_touching, FakeSuggestionCache(down=True))
