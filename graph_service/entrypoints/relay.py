@@ -40,14 +40,15 @@ class RelayRuntime:
             await self.producer.start()
         except KafkaError as exc:
             raise RuntimeError(f"Kafka at {self.settings.kafka_bootstrap_servers}: {exc}") from exc
+        sources = self._sources()
         readers = []
-        for table, topic, convert in self._sources():
+        for table, topic, convert in sources:
             checkpoints = CheckpointStore(self.dynamo, self.settings, f"{self.settings.relay_consumer_name}:{table}")
             relay = Relay(self.producer, topic, convert, checkpoints)
             readers.append(
                 await StreamReader.for_table(self.dynamo, self.streams, self.settings, table, checkpoints, relay.handle)
             )
-        log.info("relay_started", topics=[topic for _, topic, _ in self._sources()])
+        log.info("relay_started", topics=[topic for _, topic, _ in sources])
         await asyncio.gather(*(reader.run(stop) for reader in readers))
 
     async def aclose(self) -> None:

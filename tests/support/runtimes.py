@@ -114,14 +114,21 @@ async def running(
 ) -> AsyncIterator[asyncio.Task[None]]:
     """A process built by its builder and run as a task of the test's event loop; on exit it is
     stopped as a signal would stop it, and closed."""
-    runtime = await build(settings)
+    async with _run(await build(settings)) as task:
+        yield task
+
+
+@contextlib.asynccontextmanager
+async def _run(runtime: Runtime, *, it_may_fail: bool = False) -> AsyncIterator[asyncio.Task[None]]:
+    """``runtime.run`` as a task until the block ends, then the stop a signal gives, and ``aclose``.
+    A run that failed fails the test, unless ``it_may_fail`` (the test crashes it on purpose)."""
     stop = asyncio.Event()
     task = asyncio.create_task(runtime.run(stop))
     try:
         yield task
     finally:
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
+        with contextlib.suppress(asyncio.CancelledError, *((Exception,) if it_may_fail else ())):
             await asyncio.wait_for(task, timeout=15)
         await runtime.aclose()
 
@@ -170,12 +177,5 @@ async def running_fanout(
 ) -> AsyncIterator[tuple[FanoutWorker, asyncio.Task[None]]]:
     """A fanout worker as a task of the test's event loop; its stats stay readable after it stops."""
     runtime = await build_fanout(settings, after_writes=after_writes)
-    stop = asyncio.Event()
-    task = asyncio.create_task(runtime.run(stop))
-    try:
+    async with _run(runtime, it_may_fail=True) as task:
         yield runtime.worker, task
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await asyncio.wait_for(task, timeout=15)
-        await runtime.aclose()
