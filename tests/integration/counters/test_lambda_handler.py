@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
+from graph_service.entrypoints import lambda_handler
 from graph_service.entrypoints.lambda_handler import handler
 from graph_service.settings import Settings
 from tests.support.graph_calls import cached_counts
@@ -126,3 +128,28 @@ async def test_large_batch_of_distinct_users_is_counted_once_even_when_delivered
     assert following == {f: (0, 1) for f, _ in pairs[:100]}
     rest = await counts(stub, [u for pair in pairs[100:] for u in pair])
     assert rest == {u: (1, 0) if u >= 6_000 else (0, 1) for pair in pairs[100:] for u in pair}
+
+
+async def test_a_container_builds_its_clients_once_and_again_only_for_a_new_configuration(
+    lambda_env: Settings, stub: pb_grpc.SocialGraphServiceStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invocations on one container (one thread) share the DynamoDB and Redis clients of the first;
+    a changed SG_* configuration builds them anew. Every invocation still counts."""
+    builds: list[Settings] = []
+    real_build = lambda_handler.build_lambda
+
+    def counted_build(settings: Settings) -> lambda_handler.LambdaRuntime:
+        builds.append(settings)
+        return real_build(settings)
+
+    monkeypatch.setattr(lambda_handler, "build_lambda", counted_build)
+    records = load_event()["Records"]
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(max_workers=1) as container:
+        for part in (records[:2], records[2:4], records[4:6]):
+            assert await loop.run_in_executor(container, handler, batch(part), None) == {"batchItemFailures": []}
+        assert len(builds) == 1
+        monkeypatch.setenv("SG_CACHE_TTL_SECONDS", "3600")
+        await loop.run_in_executor(container, handler, batch(records[:6]), None)  # a replay: counts nothing
+        assert [b.cache_ttl_seconds for b in builds] == [lambda_env.cache_ttl_seconds, 3600]
+    assert await counts(stub, sorted(AFTER_FIRST_SIX)) == AFTER_FIRST_SIX
