@@ -66,8 +66,27 @@ class Settings:
     """How long computed suggestions are kept (a follow change of the user drops them at once)."""
     intersection_candidate_limit: int = 10_000
     """ListKnownFollowers/ListMutualFollows load the viewer's followees into memory only below this."""
-    page_token_secret: str = field(default=DEV_PAGE_TOKEN_SECRET, repr=False)
-    """HMAC key of page tokens; set a real secret, shared by all replicas, in production."""
+    page_token_secret: str = field(default="", repr=False)
+    """Comma-separated HMAC keys of page tokens, shared by all replicas: tokens are signed with the first
+    and accepted with any (rotation). Empty: a development key, allowed only with SG_DYNAMODB_ENDPOINT."""
+    auth_tokens_file: str = ""
+    """TOML file of the callers and their scopes (SPEC §7.1); empty: no authentication (the local stack)."""
+    auth_disabled: bool = False
+    """Say on purpose that a server against AWS runs without SG_AUTH_TOKENS_FILE (it refuses otherwise)."""
+    auth_reload_seconds: float = 1.0
+    """How often the callers file is checked for changes (SIGHUP re-reads it at once)."""
+    tls_cert_file: str = ""
+    """PEM certificate chain of the gRPC server; with SG_TLS_KEY_FILE it serves TLS only. Re-read when it changes."""
+    tls_key_file: str = ""
+    """PEM private key of SG_TLS_CERT_FILE."""
+    tls_client_ca_file: str = ""
+    """PEM CA bundle: clients must present a certificate it signed (mTLS). Needs SG_TLS_CERT_FILE."""
+    follow_rate_limit: int = 400
+    """Follows (new edges or requests) one actor may make per window (SPEC §7.2); 0: no limit."""
+    follow_rate_window_seconds: int = 86_400
+    """The sliding window of SG_FOLLOW_RATE_LIMIT."""
+    max_following: int = 7_500
+    """Most follows plus pending requests one account may have (SPEC §7.2); 0: no cap."""
     dynamodb_max_workers: int = 32
     """Threads that run blocking boto3 calls off the event loop."""
     shutdown_grace_seconds: float = 10.0
@@ -177,6 +196,41 @@ class Settings:
             raise SettingsError("SG_KAFKA_SASL_MECHANISM is required with a SASL_* security protocol")
         if len(self.table_prefix) > 200:
             raise SettingsError("SG_TABLE_PREFIX is too long")
+        if self.follow_rate_limit < 0 or self.max_following < 0:
+            raise SettingsError("SG_FOLLOW_RATE_LIMIT and SG_MAX_FOLLOWING must not be negative (0 turns them off)")
+        if self.follow_rate_window_seconds < 1:
+            raise SettingsError("SG_FOLLOW_RATE_WINDOW_SECONDS must be at least 1")
+        if self.auth_reload_seconds <= 0:
+            raise SettingsError("SG_AUTH_RELOAD_SECONDS must be positive")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise SettingsError("SG_TLS_CERT_FILE and SG_TLS_KEY_FILE go together: set both or neither")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise SettingsError("SG_TLS_CLIENT_CA_FILE (mTLS) needs SG_TLS_CERT_FILE and SG_TLS_KEY_FILE")
+
+    @property
+    def on_aws(self) -> bool:
+        """No endpoint given: the tables are in AWS, so this is a real deployment, not the local stack."""
+        return not self.dynamodb_endpoint
+
+    @property
+    def page_token_secrets(self) -> tuple[str, ...]:
+        """The page-token keys, signing key first; the development key when none is set."""
+        secrets = tuple(part.strip() for part in self.page_token_secret.split(",") if part.strip())
+        return secrets or (DEV_PAGE_TOKEN_SECRET,)
+
+    def check_serving(self) -> None:
+        """Refuse to serve AWS tables with no caller authentication or a guessable page-token key.
+
+        The local stack (SG_DYNAMODB_ENDPOINT set) keeps working with no setup."""
+        if not self.on_aws:
+            return
+        if not self.auth_tokens_file and not self.auth_disabled:
+            raise SettingsError(
+                "serving AWS tables without caller authentication: set SG_AUTH_TOKENS_FILE"
+                " (or SG_AUTH_DISABLED=true to run open on purpose)"
+            )
+        if DEV_PAGE_TOKEN_SECRET in self.page_token_secrets:
+            raise SettingsError("serving AWS tables needs SG_PAGE_TOKEN_SECRET, the same on every replica")
 
     def table(self, name: str) -> str:
         """The full name of one of the project's tables."""

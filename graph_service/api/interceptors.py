@@ -1,4 +1,4 @@
-"""Per-call plumbing shared by every RPC: request IDs, access logs and error mapping."""
+"""Per-call plumbing shared by every RPC: request IDs, caller authentication, access logs and error mapping."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
+from graph_service.api.auth import Authenticator
 from graph_service.api.error_mapping import internal_status, to_grpc_status
 from graph_service.domain.errors import DomainError
 
@@ -33,7 +34,11 @@ else:
 
 
 class RequestInterceptor(_Interceptor):
-    """Binds a request ID to the logs, echoes it to the caller, and maps errors to statuses."""
+    """Binds a request ID to the logs, echoes it to the caller, checks the caller's token and scope
+    (when ``authenticator`` is given), binds the caller's name to the logs, and maps errors to statuses."""
+
+    def __init__(self, authenticator: Authenticator | None = None) -> None:
+        self._authenticator = authenticator
 
     async def intercept_service(
         self,
@@ -45,15 +50,25 @@ class RequestInterceptor(_Interceptor):
             return handler
         inner = handler.unary_unary
         method = details.method
+        authenticator = self._authenticator
 
         async def call(request: Any, context: Any) -> Any:  # grpc-stubs lack the aio context's methods
             request_id = _request_id(context)
             started = time.perf_counter()
             outcome = "OK"
+            caller: str | None = None
             with structlog.contextvars.bound_contextvars(request_id=request_id, method=method):
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
                 try:
-                    return await inner(request, context)
+                    if authenticator is not None:
+                        known = authenticator.identify(method, context.invocation_metadata() or ())
+                        if known is not None:
+                            caller = known.name
+                            authenticator.authorize(known, method)
+                    if caller is None:
+                        return await inner(request, context)
+                    with structlog.contextvars.bound_contextvars(caller=caller):
+                        return await inner(request, context)
                 except DomainError as error:
                     outcome = error.reason
                     await context.abort_with_status(to_grpc_status(error))
@@ -66,7 +81,11 @@ class RequestInterceptor(_Interceptor):
                 finally:
                     # Successful calls log at debug (a line per call is costly at 10k calls/s); failures at info.
                     report = log.debug if outcome == "OK" else log.info
-                    report("rpc", outcome=outcome, ms=round((time.perf_counter() - started) * 1000, 3))
+                    ms = round((time.perf_counter() - started) * 1000, 3)
+                    if caller is None:
+                        report("rpc", outcome=outcome, ms=ms)
+                    else:
+                        report("rpc", outcome=outcome, ms=ms, caller=caller)
 
         return grpc.unary_unary_rpc_method_handler(
             call,

@@ -3,7 +3,10 @@
 A token is ``base64url(payload) "." base64url(HMAC-SHA256(secret, payload)[:16])``; the payload
 names the query (RPC and its parameters) and the cursor: the last entry returned, as ``t`` (its
 time, 0 for a timeline) and ``u`` (its user or tweet ID). A token from another query, a corrupted
-one, or one signed with another secret is rejected as INVALID_PAGE_TOKEN.
+one, or one signed with a key the server does not hold is rejected as INVALID_PAGE_TOKEN.
+
+Keys rotate without breaking walks in progress: tokens are signed with the first key and
+accepted with any (``SG_PAGE_TOKEN_SECRET=new,old`` on every replica, later ``new`` alone).
 """
 
 from __future__ import annotations
@@ -34,11 +37,19 @@ def _unb64(text: str) -> bytes:
 
 
 class PageTokenCodec:
-    def __init__(self, secret: str) -> None:
-        self._key = hashlib.sha256(secret.encode()).digest()
+    def __init__(self, *secrets: str) -> None:
+        """``secrets``: the signing key first, then keys still accepted (at least one)."""
+        if not secrets or not all(secrets):
+            raise ValueError("a page-token codec needs at least one non-empty secret")
+        self._keys = [hashlib.sha256(secret.encode()).digest() for secret in secrets]
 
-    def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._key, payload, hashlib.sha256).digest()[:MAC_BYTES]
+    def _mac(self, payload: bytes, key: bytes | None = None) -> bytes:
+        return hmac.new(key or self._keys[0], payload, hashlib.sha256).digest()[:MAC_BYTES]
+
+    def _signed_by_a_key(self, payload: bytes, signature: bytes) -> bool:
+        # Every key is tried (no early exit), so the time taken says nothing about which matched.
+        matches = [hmac.compare_digest(signature, self._mac(payload, key)) for key in self._keys]
+        return any(matches)
 
     def encode(self, scope: str, cursor: Edge | TweetCursor) -> str:
         at, ident = (0, cursor.tweet_id) if isinstance(cursor, TweetCursor) else (cursor.at_us, cursor.user_id)
@@ -74,7 +85,7 @@ class PageTokenCodec:
             # base64 decoding is lenient (unused low bits, padding, '+' for '-'): accept only the
             # one spelling encode() produces, so that no altered token is ever taken.
             raise InvalidPageToken("malformed")
-        if not hmac.compare_digest(signature, self._mac(payload)):
+        if not self._signed_by_a_key(payload, signature):
             raise InvalidPageToken("signature does not match")
         try:
             data = json.loads(payload)

@@ -17,6 +17,7 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from socialgraph.v1 import timeline_pb2, timeline_pb2_grpc
 
+from graph_service.api.auth import Authenticator
 from graph_service.api.interceptors import RequestInterceptor
 from graph_service.api.service import GraphService
 from graph_service.api.servicer import SocialGraphServicer
@@ -48,11 +49,18 @@ class GrpcServer:
 
 
 async def start_grpc_server(
-    address: str, graph: GraphService, timeline: TimelineService, *, grace_seconds: float
+    address: str,
+    graph: GraphService,
+    timeline: TimelineService,
+    *,
+    grace_seconds: float,
+    credentials: grpc.ServerCredentials | None = None,
+    authenticator: Authenticator | None = None,
 ) -> GrpcServer:
-    """Serve both services on ``address``; ``PortInUse`` if it cannot be bound."""
+    """Serve both services on ``address`` (TLS with ``credentials``; callers checked by
+    ``authenticator``, else open); ``PortInUse`` if it cannot be bound."""
     # SO_REUSEPORT off: a second server on a taken port must fail, not share it silently.
-    server = grpc.aio.server(interceptors=[RequestInterceptor()], options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(interceptors=[RequestInterceptor(authenticator)], options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_SocialGraphServiceServicer_to_server(SocialGraphServicer(graph), server)
     timeline_pb2_grpc.add_TimelineServiceServicer_to_server(TimelineServicer(timeline), server)
     health_servicer = health_aio.HealthServicer()
@@ -61,7 +69,9 @@ async def start_grpc_server(
         [SERVICE_NAME, TIMELINE_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
     try:
-        port = server.add_insecure_port(address)
+        port = (
+            server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
+        )
     except RuntimeError as exc:
         raise PortInUse(f"cannot listen on {address}: {exc}") from exc
     if port == 0:
@@ -74,5 +84,5 @@ async def start_grpc_server(
         health_pb2.HealthCheckResponse.SERVING if timeline.has_timelines else health_pb2.HealthCheckResponse.NOT_SERVING
     )
     await health_servicer.set(TIMELINE_SERVICE_NAME, serving)
-    log.info("server_started", address=address, port=port)
+    log.info("server_started", address=address, port=port, tls=credentials is not None, auth=authenticator is not None)
     return GrpcServer(server, health_servicer, port, grace_seconds)

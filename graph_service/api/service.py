@@ -23,7 +23,9 @@ from graph_service.api.suggestions import MAX_SUGGESTIONS, Suggester, Suggestion
 from graph_service.domain.errors import (
     BatchTooLarge,
     Blocked,
+    FollowLimit,
     InvalidLimit,
+    RateLimited,
     RequestNotFound,
     SelfFollow,
     Unavailable,
@@ -31,16 +33,18 @@ from graph_service.domain.errors import (
 from graph_service.domain.ids import require_id, require_pair
 from graph_service.domain.models import (
     AcceptOutcome,
+    BudgetGrant,
     Counts,
     Cursor,
     Direction,
     EdgePage,
     FollowResult,
     FollowState,
+    Made,
     PairState,
     Relationship,
 )
-from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites, RelationshipReads
+from graph_service.domain.ports import FollowBudget, GraphChanges, GraphReads, GraphWrites, RelationshipReads
 from graph_service.domain.times import now_us
 from graph_service.settings import Settings
 
@@ -66,14 +70,17 @@ class GraphService:
         relationships: RelationshipReads,
         suggester: Suggester,
         settings: Settings,
+        *,
+        budget: FollowBudget,
     ) -> None:
         self._writes = writes
+        self._budget = budget
         self._changes = changes
         self._reads = reads
         self._relationships = relationships
         self._suggester = suggester
         self._settings = settings
-        self._tokens = PageTokenCodec(settings.page_token_secret)
+        self._tokens = PageTokenCodec(*settings.page_token_secrets)
         self._intersections = Intersections(reads, settings.intersection_candidate_limit)
 
     # -- follows and requests -------------------------------------------------------------
@@ -83,7 +90,16 @@ class GraphService:
         require_id(followee_id, "followee_id")
         if follower_id == followee_id:
             raise SelfFollow(follower_id)
-        result = await self._follow_or_ask(follower_id, followee_id, private=await self._reads.is_private(followee_id))
+        private, grant = await self._privacy_and_budget(follower_id, followee_id)
+        if not grant.granted:
+            await self._refuse_unless_made(follower_id, followee_id, grant)
+        try:
+            result = await self._follow_or_ask(follower_id, followee_id, private=private)
+        except BaseException:
+            await self._give_back(follower_id, grant)
+            raise
+        if not result.created:
+            await self._give_back(follower_id, grant)  # a repeat costs no budget
         if result.state is FollowState.FOLLOWING:
             await self._changes.follow_settled(follower_id, followee_id, result.at_us, following=True)
         else:
@@ -103,14 +119,53 @@ class GraphService:
                 pass  # private again already: the request stands
         return result.state
 
+    async def _privacy_and_budget(self, follower_id: int, followee_id: int) -> tuple[bool, BudgetGrant]:
+        """Whether the followee is private, and the follower's rate-limit ticket: the Redis round
+        trip of the ticket overlaps the privacy read. A ticket taken for a follow that fails here
+        is given back."""
+        limit = self._settings.follow_rate_limit
+        if not limit:
+            return await self._reads.is_private(followee_id), BudgetGrant(granted=True)
+        private, grant = await asyncio.gather(
+            self._reads.is_private(followee_id),
+            self._budget.take(follower_id, limit, self._settings.follow_rate_window_seconds),
+            return_exceptions=True,
+        )
+        if isinstance(grant, BaseException):
+            raise grant  # the ledger fails open by itself; anything else is a bug to see
+        if isinstance(private, BaseException):
+            await self._give_back(follower_id, grant)
+            raise private
+        return private, grant
+
+    async def _refuse_unless_made(self, follower_id: int, followee_id: int, grant: BudgetGrant) -> None:
+        """Over the rate limit: a repeat (or a pending request an accept can finish) still goes
+        ahead, since it makes no new follow; a block is said as such; anything else is RATE_LIMITED."""
+        pair = await self._writes.pair(follower_id, followee_id)
+        if pair.blocked:
+            raise Blocked(follower_id, followee_id)
+        if pair.following is None and pair.requested is None:
+            raise RateLimited(
+                follower_id,
+                self._settings.follow_rate_limit,
+                self._settings.follow_rate_window_seconds,
+                grant.retry_after_seconds,
+            )
+
+    async def _give_back(self, follower_id: int, grant: BudgetGrant) -> None:
+        if grant.counted:
+            await self._budget.give_back(follower_id, grant.ticket)
+
     async def _follow_or_ask(self, follower_id: int, followee_id: int, *, private: bool) -> FollowResult:
         """Follow a public account, or ask to follow a private one; a repeat finds what the first
         call made. A pending request to a public account (left by an account turning public) is
-        accepted instead."""
+        accepted instead. A new follow or request past the following cap is FOLLOW_LIMIT."""
+        cap = self._settings.max_following
         for _ in range(RACE_ATTEMPTS):
             at = now_us()
             make = self._writes.add_request if private else self._writes.add_edge
-            if await make(follower_id, followee_id, at):
+            made = await make(follower_id, followee_id, at, cap=cap)
+            if made is Made.CREATED:
                 return FollowResult(True, at, FollowState.REQUESTED if private else FollowState.FOLLOWING)
             pair = await self._writes.pair(follower_id, followee_id)
             if pair.blocked:
@@ -123,6 +178,8 @@ class GraphService:
                 accepted = await self._accept(followee_id, follower_id, while_public=False)
                 if accepted is not None:
                     return accepted
+            elif made is Made.AT_CAP:
+                raise FollowLimit(follower_id, cap)
             # What refused the write is gone again (a racing unfollow or reject): go again.
         raise Unavailable("follow kept racing concurrent writes")
 

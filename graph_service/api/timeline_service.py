@@ -46,7 +46,7 @@ class TimelineService:
         self._timelines = timelines
         self._tweets = tweets
         self._graph = graph
-        self._tokens = PageTokenCodec(settings.page_token_secret)
+        self._tokens = PageTokenCodec(*settings.page_token_secrets)
         self._celebrity_refresh = settings.celebrity_refresh_seconds
         self._celebrity_copy: tuple[float, list[int]] = (0.0, [])
 

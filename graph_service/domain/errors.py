@@ -13,15 +13,19 @@ __all__ = [
     "Blocked",
     "Code",
     "DomainError",
+    "FollowLimit",
     "InvalidLimit",
     "InvalidPageSize",
     "InvalidPageToken",
     "InvalidTweet",
     "InvalidUserId",
+    "MissingScope",
+    "RateLimited",
     "RequestNotFound",
     "SelfFollow",
     "SelfRelation",
     "TimelineUnavailable",
+    "Unauthenticated",
     "Unavailable",
 ]
 
@@ -33,6 +37,9 @@ class Code(Enum):
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     NOT_FOUND = "NOT_FOUND"
     UNAVAILABLE = "UNAVAILABLE"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
 
 
 class DomainError(Exception):
@@ -40,6 +47,8 @@ class DomainError(Exception):
 
     code: Code = Code.INVALID_ARGUMENT
     reason: str = "INVALID_ARGUMENT"
+    retry_after_seconds: float | None = None
+    """When set, the caller may try again after this long (sent as ``google.rpc.RetryInfo``)."""
 
     def __init__(self, message: str, **metadata: str) -> None:
         super().__init__(message)
@@ -144,3 +153,52 @@ class TimelineUnavailable(DomainError):
 
     code = Code.UNAVAILABLE
     reason = "TIMELINE_UNAVAILABLE"
+
+
+class FollowLimit(DomainError):
+    """The follower already follows, or has asked to follow, as many accounts as the cap allows."""
+
+    code = Code.FAILED_PRECONDITION
+    reason = "FOLLOW_LIMIT"
+
+    def __init__(self, follower_id: int, cap: int) -> None:
+        super().__init__(
+            f"account {follower_id} follows or has asked to follow {cap} accounts, the most allowed;"
+            " unfollow someone first",
+            follower_id=str(follower_id),
+            cap=str(cap),
+        )
+
+
+class RateLimited(DomainError):
+    """The actor made as many follows as the window allows; ``retry_after_seconds`` says when the next one is."""
+
+    code = Code.RESOURCE_EXHAUSTED
+    reason = "RATE_LIMITED"
+
+    def __init__(self, actor_id: int, limit: int, window_seconds: int, retry_after_seconds: float) -> None:
+        super().__init__(
+            f"account {actor_id} made {limit} follows in the last {window_seconds} s, the most allowed;"
+            f" try again in {retry_after_seconds:.3f} s",
+            actor_id=str(actor_id),
+            limit=str(limit),
+            window_seconds=str(window_seconds),
+        )
+        self.retry_after_seconds = retry_after_seconds
+
+
+class Unauthenticated(DomainError):
+    """No bearer token, or one that names no configured caller. The message never repeats the token."""
+
+    code = Code.UNAUTHENTICATED
+    reason = "UNAUTHENTICATED"
+
+
+class MissingScope(DomainError):
+    """The caller is known but its scopes do not include the one the RPC needs."""
+
+    code = Code.PERMISSION_DENIED
+    reason = "MISSING_SCOPE"
+
+    def __init__(self, caller: str, scope: str, method: str) -> None:
+        super().__init__(f"caller {caller!r} lacks the {scope!r} scope that {method} needs", scope=scope)

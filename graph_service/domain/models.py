@@ -7,6 +7,7 @@ from enum import Enum
 
 __all__ = [
     "AcceptOutcome",
+    "BudgetGrant",
     "Counts",
     "Cursor",
     "Direction",
@@ -14,6 +15,7 @@ __all__ = [
     "EdgePage",
     "FollowResult",
     "FollowState",
+    "Made",
     "PairState",
     "Relationship",
     "Tweet",
@@ -155,3 +157,30 @@ class Tweet:
     tweet_id: int
     author_id: int
     text: str
+
+
+class Made(Enum):
+    """What a conditional write of a follow or a request did."""
+
+    CREATED = "created"
+    REFUSED = "refused"
+    """A condition refused it: the item exists already, a request or a block is in the way, or
+    something changed since it was read."""
+    AT_CAP = "at_cap"
+    """The follower has as many follows plus pending requests as the cap allows (and maybe more refusals)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetGrant:
+    """The answer of ``FollowBudget.take``: a ticket to give back, or how long until one is free.
+
+    ``ticket`` is empty when nothing was counted: refused, or the ledger could not be reached
+    and the limit failed open (``counted`` False)."""
+
+    granted: bool
+    ticket: str = ""
+    retry_after_seconds: float = 0.0
+
+    @property
+    def counted(self) -> bool:
+        return bool(self.ticket)

@@ -16,10 +16,12 @@ from typing import Protocol
 from graph_service.domain.fences import CounterUpdate, Fence
 from graph_service.domain.models import (
     AcceptOutcome,
+    BudgetGrant,
     Counts,
     Cursor,
     Direction,
     EdgePage,
+    Made,
     PairState,
     Relationship,
 )
@@ -29,6 +31,7 @@ __all__ = [
     "CountReads",
     "CounterTable",
     "EdgeLookup",
+    "FollowBudget",
     "FollowerSource",
     "GraphChanges",
     "GraphReads",
@@ -47,8 +50,9 @@ class GraphWrites(Protocol):
     """The graph's conditional writes and the strongly consistent reads they decide from.
 
     Each write is one transaction that commits whole or not at all. A write that returns False
-    was refused by one of its conditions (something between the two accounts changed since it
-    was read): nothing was written, and the caller reads the pair again and decides afresh.
+    (or a ``Made`` other than ``CREATED``) was refused by one of its conditions (something between
+    the two accounts changed since it was read): nothing was written, and the caller reads the
+    pair again and decides afresh.
     """
 
     async def pair(self, actor_id: int, target_id: int) -> PairState:
@@ -63,14 +67,15 @@ class GraphWrites(Protocol):
         """When the follow was made; None if there is none."""
         ...
 
-    async def add_edge(self, follower_id: int, followee_id: int, at_us: int) -> bool:
+    async def add_edge(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
         """Make the follow at ``at_us``, unless it exists, a request of the follower to the
-        followee is pending, or either account blocks the other."""
+        followee is pending, or either account blocks the other; with ``cap``, also unless the
+        follower has ``cap`` follows plus pending requests already (``AT_CAP``)."""
         ...
 
-    async def add_request(self, follower_id: int, followee_id: int, at_us: int) -> bool:
+    async def add_request(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
         """Make a pending request at ``at_us``, unless one exists, the follow exists, or either
-        account blocks the other."""
+        account blocks the other; ``cap`` as for ``add_edge`` (a pending request holds a place)."""
         ...
 
     async def accept(
@@ -262,4 +267,21 @@ class CounterTable(Protocol):
     async def commit(self, updates: Sequence[CounterUpdate], fence: Fence) -> bool:
         """Write every update and the fence in one transaction. False: a counter's version moved
         since it was read (read again); ``FenceRejected``: the fence refused. Nothing is written then."""
+        ...
+
+
+class FollowBudget(Protocol):
+    """The follow rate limit's ledger (SPEC §7.2): each actor's counted follows in a sliding window.
+
+    A follow takes a ticket before it writes and gives it back if it made nothing (a repeat, a
+    refusal, a failure), so concurrent follows of one actor never pass the limit together and
+    only follows that created an edge or a request stay counted."""
+
+    async def take(self, actor_id: int, limit: int, window_seconds: int) -> BudgetGrant:
+        """A ticket if fewer than ``limit`` follows were counted in the last ``window_seconds``;
+        else a refusal saying when the oldest counted follow leaves the window."""
+        ...
+
+    async def give_back(self, actor_id: int, ticket: str) -> None:
+        """Uncount the follow of ``ticket`` (it made nothing)."""
         ...

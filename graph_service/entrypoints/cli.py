@@ -20,12 +20,16 @@ __all__ = ["main"]
 
 def _run(build: Callable[[Settings], Awaitable[Runtime]], settings: Settings) -> int:
     """Run a long-lived process until SIGTERM or SIGINT; a start that fails is one line and exit 2."""
+    from graph_service.api.callers import CallersFileError
     from graph_service.api.server import PortInUse
 
     try:
         run_until_signal(build, settings)
     except PortInUse as exc:
         print(f"socialgraph serve: {exc}", file=sys.stderr)
+        return 2
+    except (SettingsError, CallersFileError) as exc:  # unsafe against AWS, or a bad callers file
+        print(f"socialgraph: bad configuration: {exc}", file=sys.stderr)
         return 2
     except (RuntimeError, ClientError, DomainError) as exc:  # a missing table, Kafka or Redis unreachable
         print(f"socialgraph: {exc}", file=sys.stderr)
@@ -110,6 +114,31 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
     return run_stack(settings)
 
 
+def _token(settings: Settings, args: argparse.Namespace) -> int:
+    from graph_service.api.callers import SCOPES, caller_entry, mint_token
+
+    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    unknown = [s for s in scopes if s not in SCOPES]
+    if not scopes or unknown or not args.name.strip() or '"' in args.name or "\\" in args.name:
+        print(
+            f"socialgraph token: give a name (no quotes) and --scopes from {','.join(SCOPES)}"
+            + (f" (unknown: {', '.join(unknown)})" if unknown else ""),
+            file=sys.stderr,
+        )
+        return 2
+    token = mint_token()
+    where = settings.auth_tokens_file or "the file SG_AUTH_TOKENS_FILE names"
+    print(f"token (shown once; give it to {args.name}, it is not stored anywhere):\n\n  {token}\n")
+    print(f"append to {where} (it is re-read within seconds, or on SIGHUP):\n")
+    print(caller_entry(args.name, scopes, token), end="")
+    return 0
+
+
+def _token_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the caller's name, as it will appear in logs (e.g. feed)")
+    parser.add_argument("--scopes", default="read", help="comma-separated: read, write (default: read)")
+
+
 def _post_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--author", type=int, required=True, help="the author's user ID")
     parser.add_argument("--text", default="", help="the tweet's text (at most 280 characters)")
@@ -125,6 +154,11 @@ COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None
     "post": ("post a tweet (a PutItem into the tweets table) and print its ID", _post, _post_arguments),
     "create-tables": ("create the DynamoDB tables if missing (idempotent)", _create_tables, None),
     "create-topics": ("create the Kafka topics if missing (idempotent)", _create_topics, None),
+    "token": (
+        "mint a caller's bearer token and print the [[caller]] entry for SG_AUTH_TOKENS_FILE",
+        _token,
+        _token_arguments,
+    ),
 }
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from graph_service.settings import Settings
 
-__all__ = ["Runtime", "run_until_signal"]
+__all__ = ["Reloadable", "Runtime", "run_until_signal"]
 
 
 class Runtime(Protocol):
@@ -22,11 +22,19 @@ class Runtime(Protocol):
         ...
 
 
+@runtime_checkable
+class Reloadable(Protocol):
+    def reload(self) -> None:
+        """Re-read what may change without a restart (SIGHUP)."""
+        ...
+
+
 R = TypeVar("R", bound=Runtime)
 
 
 def run_until_signal(build: Callable[[Settings], Awaitable[R]], settings: Settings) -> None:
-    """Build the runtime, run it until SIGTERM or SIGINT, then close it."""
+    """Build the runtime, run it until SIGTERM or SIGINT, then close it; SIGHUP reloads a runtime
+    that can (the server's callers file)."""
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -34,6 +42,8 @@ def run_until_signal(build: Callable[[Settings], Awaitable[R]], settings: Settin
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         runtime = await build(settings)
+        if isinstance(runtime, Reloadable):
+            loop.add_signal_handler(signal.SIGHUP, runtime.reload)
         try:
             await runtime.run(stop)
         finally:

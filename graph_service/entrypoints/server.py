@@ -8,17 +8,21 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from graph_service.api.auth import CallersFile
 from graph_service.api.server import GrpcServer, start_grpc_server
 from graph_service.api.service import GraphService
 from graph_service.api.suggestions import Suggester
 from graph_service.api.timeline_service import TimelineService
+from graph_service.api.tls import server_credentials
 from graph_service.cache.cached_graph import CachedGraphReads
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
-from graph_service.settings import DEV_PAGE_TOKEN_SECRET, Settings
+from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
+from graph_service.redis_client.connect import graph_cache_redis
+from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
 from graph_service.tweets.tweet_store import DynamoTweetStore
 
@@ -35,14 +39,27 @@ class ServerRuntime:
     """The graph cache (None without Redis); its hit counters are what tests and benchmarks read."""
     closers: list[Closer] = field(default_factory=list)
     """What ``aclose`` releases after the server has drained, in this order."""
+    callers: CallersFile | None = None
+    """The callers file in force (None: auth is off)."""
+    budget: RedisFollowBudget | None = None
+    """The follow rate limit's ledger (None: the limit is off); ``failed_open`` counts follows let through."""
+    reload_seconds: float = 1.0
 
     @property
     def port(self) -> int:
         return self.grpc.port
 
     async def run(self, stop: asyncio.Event) -> None:
-        await stop.wait()
+        if self.callers is None:
+            await stop.wait()
+        else:
+            await self.callers.watch(stop, self.reload_seconds)
         log.info("shutdown_requested")
+
+    def reload(self) -> None:
+        """SIGHUP: read the callers file again now (certificates are re-read at each new connection)."""
+        if self.callers is not None:
+            self.callers.reload()
 
     async def aclose(self) -> None:
         """Health NOT_SERVING -> stop accepting -> drain in-flight calls -> close the adapters."""
@@ -56,8 +73,30 @@ async def _close_all(closers: list[Closer]) -> None:
         await close()
 
 
+def _budget(settings: Settings) -> RedisFollowBudget | None:
+    """The follow rate limit's ledger, in the graph cache's Redis; None when the limit is off."""
+    if not settings.follow_rate_limit:
+        return None
+    redis = graph_cache_redis(settings)
+    if redis is None:
+        log.warning("follow_rate_limit_off", reason="no Redis (SG_REDIS_URL is empty)")
+        return None
+    return RedisFollowBudget(redis)
+
+
 async def build_server(settings: Settings) -> ServerRuntime:
-    """The serving process, listening when this returns; ``PortInUse`` if the address is taken."""
+    """The serving process, listening when this returns; ``PortInUse`` if the address is taken,
+    ``SettingsError`` / ``CallersFileError`` / ``TlsFilesError`` if it would serve unsafely or
+    its security files cannot be used (nothing is built then)."""
+    settings.check_serving()
+    callers = CallersFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
+    credentials = (
+        server_credentials(settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file)
+        if settings.tls_cert_file
+        else None
+    )
+    if callers is None:
+        log.warning("auth_off", hint="every caller may call every RPC; set SG_AUTH_TOKENS_FILE")
     dynamo = AsyncDynamo.build(settings)
     store = DynamoGraphStore(dynamo, settings)
     cache = build_graph_cache(settings)
@@ -73,20 +112,28 @@ async def build_server(settings: Settings) -> ServerRuntime:
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more
     if timelines is not None:
         closers.append(timelines.aclose)
+    budget = _budget(settings)
+    if budget is not None:
+        closers.append(budget.aclose)
     closers.append(_closing(dynamo))
     suggester = Suggester(reads, bulk_lists, relationships, cache, settings)
-    graph = GraphService(store, changes, reads, relationships, suggester, settings)
+    graph = GraphService(
+        store, changes, reads, relationships, suggester, settings, budget=budget if budget is not None else Unlimited()
+    )
     timeline = TimelineService(timelines, DynamoTweetStore(dynamo, settings), relationships, settings)
     try:
         grpc = await start_grpc_server(
-            settings.grpc_address, graph, timeline, grace_seconds=settings.shutdown_grace_seconds
+            settings.grpc_address,
+            graph,
+            timeline,
+            grace_seconds=settings.shutdown_grace_seconds,
+            credentials=credentials,
+            authenticator=None if callers is None else callers.authenticator,
         )
     except BaseException:
         await _close_all(closers)
         raise
-    if settings.page_token_secret == DEV_PAGE_TOKEN_SECRET and not settings.dynamodb_endpoint:
-        log.warning("development_page_token_secret", hint="set SG_PAGE_TOKEN_SECRET: tokens can be forged")
-    return ServerRuntime(grpc, cache, closers)
+    return ServerRuntime(grpc, cache, closers, callers, budget, settings.auth_reload_seconds)
 
 
 def _closing(dynamo: AsyncDynamo) -> Closer:

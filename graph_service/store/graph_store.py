@@ -17,6 +17,7 @@ from graph_service.domain.models import (
     Direction,
     Edge,
     EdgePage,
+    Made,
     PairState,
     Relationship,
 )
@@ -118,8 +119,18 @@ class DynamoGraphStore:
     def _not_blocked(self, a: int, b: int) -> list[Item]:
         return [self._absent(it.BLOCK, a, b), self._absent(it.BLOCK, b, a)]
 
+    def _outgoing(self, user_id: int, delta: int, *, cap: int = 0) -> Item:
+        return it.count_outgoing(self._following, user_id, delta, cap=cap)
+
     async def _commit(self, elements: list[Item]) -> bool:
         return await transact_write(self._dynamo, elements) is None
+
+    async def _make(self, elements: list[Item], follower_id: int, cap: int) -> Made:
+        """Commit a new follow or request, counted in the follower's outgoing count (last element)."""
+        codes = await transact_write(self._dynamo, [*elements, self._outgoing(follower_id, 1, cap=cap)])
+        if codes is None:
+            return Made.CREATED
+        return Made.AT_CAP if codes[-1] == "ConditionalCheckFailed" else Made.REFUSED
 
     # -- GraphWrites ----------------------------------------------------------------------
 
@@ -159,22 +170,26 @@ class DynamoGraphStore:
     async def edge_at(self, follower_id: int, followee_id: int) -> int | None:
         return await self._get_at(it.key(it.EDGE, followee_id, follower_id))
 
-    async def add_edge(self, follower_id: int, followee_id: int, at_us: int) -> bool:
-        return await self._commit(
+    async def add_edge(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
+        return await self._make(
             [
                 *self._edge_puts(follower_id, followee_id, at_us),
                 self._absent(it.REQUEST, followee_id, follower_id),
                 *self._not_blocked(follower_id, followee_id),
-            ]
+            ],
+            follower_id,
+            cap,
         )
 
-    async def add_request(self, follower_id: int, followee_id: int, at_us: int) -> bool:
-        return await self._commit(
+    async def add_request(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
+        return await self._make(
             [
                 *self._request_puts(follower_id, followee_id, at_us),
                 self._absent(it.EDGE, followee_id, follower_id),
                 *self._not_blocked(follower_id, followee_id),
-            ]
+            ],
+            follower_id,
+            cap,
         )
 
     async def accept(
@@ -198,11 +213,15 @@ class DynamoGraphStore:
             elements += self._edge_deletes(follower_id, followee_id, edge_at)
         if request_at is not None:
             elements += self._request_deletes(follower_id, followee_id, request_at)
-        return not elements or await self._commit(elements)
+        if not elements:
+            return True
+        removed = (edge_at is not None) + (request_at is not None)
+        return await self._commit([*elements, self._outgoing(follower_id, -removed)])
 
     async def add_block(self, blocker_id: int, blocked_id: int, at_us: int, pair: PairState) -> bool:
-        """Up to 13 elements: the block, and for each direction the edge's deletes (or a check that
-        there is none) and the request's deletes (or a check that there is none)."""
+        """Up to 15 elements: the block, and for each direction the edge's deletes (or a check that
+        there is none) and the request's deletes (or a check that there is none), and the follower's
+        outgoing count made smaller by what was removed."""
         block = it.item(it.key(it.BLOCK, blocker_id, blocked_id), Edge(blocked_id, at_us))
         elements = [it.put(self._followers, block, only_new=True)]
         for follower, followee, edge_at, request_at in (
@@ -217,6 +236,9 @@ class DynamoGraphStore:
                 elements.append(self._absent(it.REQUEST, followee, follower))
             else:
                 elements += self._request_deletes(follower, followee, request_at)
+            removed = (edge_at is not None) + (request_at is not None)
+            if removed:
+                elements.append(self._outgoing(follower, -removed))
         return await self._commit(elements)
 
     async def remove_block(self, blocker_id: int, blocked_id: int) -> bool:

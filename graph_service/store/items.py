@@ -13,6 +13,10 @@ every rule can be a condition inside the transaction that writes:
 ``B#<A>``                  B blocks A
 ``P``                      B's settings: ``private`` (BOOL)
 =========================  ==========================================================
+
+``following`` pk=A, sk=``O``: ``n``, how many follows plus pending requests A has made, moved in
+the same transaction as each of those items, so the following cap (SPEC §7.2) is one condition
+on A's own item: exact under concurrency, and never an item that other accounts' follows touch.
 """
 
 from __future__ import annotations
@@ -25,16 +29,19 @@ __all__ = [
     "BLOCK",
     "EDGE",
     "EDGE_ORDER",
+    "OUTGOING",
     "REQUEST",
     "REQUEST_ORDER",
     "SETTINGS",
     "check_absent",
     "check_public",
+    "count_outgoing",
     "delete",
     "delete_if_at",
     "item",
     "key",
     "order_key",
+    "outgoing_key",
     "put",
     "settings_key",
 ]
@@ -45,6 +52,7 @@ REQUEST = "R#"
 REQUEST_ORDER = "RT#"
 BLOCK = "B#"
 SETTINGS = "P"
+OUTGOING = "O"
 ID_DIGITS = 20
 
 Item = dict[str, Any]
@@ -62,6 +70,27 @@ def order_key(prefix: str, owner: int, edge: Edge) -> Item:
 
 def settings_key(user_id: int) -> Item:
     return {"pk": {"N": str(user_id)}, "sk": {"S": SETTINGS}}
+
+
+def outgoing_key(user_id: int) -> Item:
+    """In the ``following`` table: the count of the user's follows plus pending requests."""
+    return {"pk": {"N": str(user_id)}, "sk": {"S": OUTGOING}}
+
+
+def count_outgoing(table: str, user_id: int, delta: int, *, cap: int = 0) -> Item:
+    """Move the user's count of follows plus pending requests by ``delta``; when ``cap`` is set
+    (and it grows), only if it stays at most ``cap``."""
+    element: Item = {
+        "TableName": table,
+        "Key": outgoing_key(user_id),
+        "UpdateExpression": "ADD #n :delta",
+        "ExpressionAttributeNames": {"#n": "n"},
+        "ExpressionAttributeValues": {":delta": {"N": str(delta)}},
+    }
+    if cap and delta > 0:
+        element["ConditionExpression"] = "attribute_not_exists(#n) OR #n <= :most"
+        element["ExpressionAttributeValues"][":most"] = {"N": str(cap - delta)}
+    return {"Update": element}
 
 
 def item(item_key: Item, edge: Edge) -> Item:

@@ -23,6 +23,7 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from socialgraph_devstack.processes import ManagedProcess, free_port
 
+from graph_service.api.callers import caller_entry, mint_token
 from graph_service.domain.models import Edge
 from tests.support.grpcurl import grpcurl_binary
 from tests.support.polling import eventually, wait_until
@@ -246,6 +247,53 @@ def test_grpcurl_relationship_walkthrough_of_the_readme(service: Service) -> Non
 
 
 # -- process lifecycle -----------------------------------------------------------------------
+
+
+def test_grpcurl_with_bearer_tokens_and_a_sighup_reload(
+    dynamodb_local: str, redis_node: ManagedProcess, tmp_path: Path
+) -> None:
+    """With SG_AUTH_TOKENS_FILE: grpcurl ``-H 'authorization: Bearer ...'`` is let in with its scopes,
+    without it only reflection and health answer; SIGHUP to the process applies an edited file at
+    once; the service's log never holds a token."""
+    reader, writer = mint_token(), mint_token()
+    callers = tmp_path / "callers.toml"
+    callers.write_text(caller_entry("feed", ["read"], reader))
+    env = service_env(
+        dynamodb_local,
+        f"redis://127.0.0.1:{redis_node.port}/0",
+        f"127.0.0.1:{free_port()}",
+        SG_AUTH_TOKENS_FILE=str(callers),
+        SG_AUTH_RELOAD_SECONDS="3600",  # only the SIGHUP can apply the edit within this test
+        SG_LOG_LEVEL="debug",
+    )
+    service = start_service(env, tmp_path / "serve.log")
+    try:
+
+        def as_caller(token: str | None, method: str, data: dict[str, object]) -> subprocess.CompletedProcess[str]:
+            header = ["-H", f"authorization: Bearer {token}"] if token else []
+            command = [grpcurl_binary(), "-plaintext", *header, "-d", json.dumps(data), service.address]
+            return subprocess.run([*command, f"{SERVICE}/{method}"], capture_output=True, text=True, timeout=30)
+
+        follow = {"follower_id": 1, "followee_id": 2}
+        assert as_caller(reader, "GetCounts", {"user_id": 2}).returncode == 0
+        denied = as_caller(reader, "Follow", follow)
+        assert "PermissionDenied" in denied.stderr
+        assert "lacks the 'write' scope" in denied.stderr
+        assert "Unauthenticated" in as_caller(None, "GetCounts", {"user_id": 2}).stderr
+        assert "Unauthenticated" in as_caller(writer, "Follow", follow).stderr
+        listed = grpcurl(service, "list")
+        assert listed.returncode == 0
+        assert SERVICE in listed.stdout
+        callers.write_text(caller_entry("feed", ["read"], reader) + "\n" + caller_entry("fanout", ["write"], writer))
+        service.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: as_caller(writer, "Follow", follow).returncode == 0, timeout=20, what="SIGHUP reload")
+        assert json.loads(as_caller(reader, "IsFollowing", follow).stdout) == {"following": True}
+    finally:
+        assert stop_service(service) == 0, service.log()
+    log = service.log()
+    assert '"caller": "fanout"' in log
+    assert reader not in log
+    assert writer not in log
 
 
 def test_second_server_on_a_taken_port_fails_with_a_clear_error(service: Service) -> None:

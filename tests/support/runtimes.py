@@ -83,11 +83,10 @@ def shared_tables(dynamodb_local: str, redis_node: ManagedProcess) -> Iterator[S
 
 @contextlib.asynccontextmanager
 async def running_server(settings: Settings) -> AsyncIterator[ServerRuntime]:
+    """The serving process, running (it watches its callers file) until the block ends."""
     server = await build_server(settings)
-    try:
+    async with _run(server):
         yield server
-    finally:
-        await server.aclose()
 
 
 @contextlib.asynccontextmanager

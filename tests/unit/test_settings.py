@@ -6,7 +6,7 @@ from dataclasses import FrozenInstanceError, fields
 
 import pytest
 
-from graph_service.settings import Settings, SettingsError
+from graph_service.settings import DEV_PAGE_TOKEN_SECRET, Settings, SettingsError
 
 
 def test_defaults_need_no_environment() -> None:
@@ -26,10 +26,12 @@ def test_every_field_can_be_set_from_its_env_var() -> None:
     """Each field can be set through SG_<FIELD NAME> and the value arrives with the field's type."""
     samples = {bool: ("true", True), int: ("700", 700), float: ("0.5", 0.5), str: ("custom-value", "custom-value")}
     enumerated = {"kafka_security_protocol": ("SSL", "SSL")}  # fields that take one of a few values
+    tls = {"SG_TLS_CERT_FILE": "c.pem", "SG_TLS_KEY_FILE": "k.pem"}  # fields that need their companions
+    companions = {"tls_cert_file": tls, "tls_key_file": tls, "tls_client_ca_file": tls}
     for field in fields(Settings):
         kind = type(field.default)
         raw, expected = enumerated.get(field.name, samples[kind])
-        settings = Settings.from_env({f"SG_{field.name.upper()}": raw})
+        settings = Settings.from_env({**companions.get(field.name, {}), f"SG_{field.name.upper()}": raw})
         assert getattr(settings, field.name) == expected, field.name
         assert type(getattr(settings, field.name)) is kind, field.name
 
@@ -174,3 +176,70 @@ def test_settings_are_immutable() -> None:
 def test_unusable_event_and_timeline_settings_are_refused(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SG_TLS_CERT_FILE": "c.pem"}, "SG_TLS_KEY_FILE"),
+        ({"SG_TLS_KEY_FILE": "k.pem"}, "SG_TLS_CERT_FILE"),
+        ({"SG_TLS_CLIENT_CA_FILE": "ca.pem"}, "SG_TLS_CERT_FILE"),
+        ({"SG_FOLLOW_RATE_LIMIT": "-1"}, "SG_FOLLOW_RATE_LIMIT"),
+        ({"SG_MAX_FOLLOWING": "-1"}, "SG_MAX_FOLLOWING"),
+        ({"SG_FOLLOW_RATE_WINDOW_SECONDS": "0"}, "SG_FOLLOW_RATE_WINDOW_SECONDS"),
+        ({"SG_AUTH_RELOAD_SECONDS": "0"}, "SG_AUTH_RELOAD_SECONDS"),
+    ],
+)
+def test_unusable_security_and_limit_settings_are_refused(env: dict[str, str], message: str) -> None:
+    """Half a TLS configuration, or a negative limit, is refused at start naming the variable."""
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
+
+
+def test_limits_default_to_the_spec_and_zero_turns_them_off() -> None:
+    """400 follows a day and 7,500 followings by default (SPEC §7.2); 0 is accepted as "no limit"."""
+    assert (Settings().follow_rate_limit, Settings().follow_rate_window_seconds) == (400, 86_400)
+    assert Settings().max_following == 7_500
+    off = Settings.from_env({"SG_FOLLOW_RATE_LIMIT": "0", "SG_MAX_FOLLOWING": "0"})
+    assert (off.follow_rate_limit, off.max_following) == (0, 0)
+
+
+def test_page_token_secrets_are_a_list_with_the_signing_key_first() -> None:
+    """SG_PAGE_TOKEN_SECRET=new,old signs with new and accepts both; blanks around commas are ignored;
+    with none set the development key is used, and it is never printed."""
+    assert Settings(page_token_secret=" new , old ,").page_token_secrets == ("new", "old")
+    assert Settings().page_token_secrets == (DEV_PAGE_TOKEN_SECRET,)
+    assert "new" not in repr(Settings(page_token_secret="new"))
+
+
+AWS = {"SG_DYNAMODB_ENDPOINT": ""}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({**AWS, "SG_PAGE_TOKEN_SECRET": "s"}, "SG_AUTH_TOKENS_FILE"),
+        ({**AWS, "SG_AUTH_TOKENS_FILE": "callers.toml"}, "SG_PAGE_TOKEN_SECRET"),
+        ({**AWS, "SG_AUTH_DISABLED": "true"}, "SG_PAGE_TOKEN_SECRET"),
+        ({**AWS, "SG_AUTH_TOKENS_FILE": "c.toml", "SG_PAGE_TOKEN_SECRET": DEV_PAGE_TOKEN_SECRET}, "SG_PAGE_TOKEN"),
+    ],
+    ids=["auth off", "no secret", "auth disabled on purpose but no secret", "the development secret"],
+)
+def test_serving_aws_tables_insecurely_is_refused(env: dict[str, str], message: str) -> None:
+    """Against AWS (no endpoint) the server needs callers (or SG_AUTH_DISABLED=true) and a real page-token key."""
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env).check_serving()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SG_DYNAMODB_ENDPOINT": "http://127.0.0.1:8000"},
+        {**AWS, "SG_AUTH_TOKENS_FILE": "callers.toml", "SG_PAGE_TOKEN_SECRET": "s"},
+        {**AWS, "SG_AUTH_DISABLED": "true", "SG_PAGE_TOKEN_SECRET": "s"},
+    ],
+    ids=["local stack, no setup", "aws with callers and a secret", "aws open on purpose"],
+)
+def test_serving_is_allowed_locally_and_when_secured(env: dict[str, str]) -> None:
+    """The local stack needs no setup; AWS with auth (or auth disabled on purpose) and a secret starts."""
+    Settings.from_env(env).check_serving()

@@ -40,8 +40,18 @@ def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | Non
     return env
 
 
-def _wait_healthy(target: str, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+def _wait_healthy(target: str, process: subprocess.Popen[bytes], *, tls: bool, timeout: float = 60.0) -> None:
+    """Until the health service says SERVING; with TLS (whose CA this tool does not know) until the
+    port answers, which the service opens only once it is built."""
     deadline = time.monotonic() + timeout
+    if tls:
+        while not port_is_open(int(target.rsplit(":", 1)[1])):
+            if process.poll() is not None:
+                raise RuntimeError(f"the service exited with {process.returncode}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"service at {target} not listening after {timeout}s")
+            time.sleep(0.2)
+        return
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
@@ -58,11 +68,19 @@ def _wait_healthy(target: str, process: subprocess.Popen[bytes], timeout: float 
             time.sleep(0.2)
 
 
-def _banner(target: str, dynamodb_port: int) -> str:
+def _banner(target: str, dynamodb_port: int, settings: Settings) -> str:
     post_env = (
         f"SG_DYNAMODB_ENDPOINT=http://127.0.0.1:{dynamodb_port} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local"
     )
-    return f"""
+    notes = ""
+    if settings.auth_tokens_file:
+        notes += (
+            f"\nAuthentication is on (callers in {settings.auth_tokens_file}): add"
+            " -H 'authorization: Bearer <token>' to the calls below (socialgraph token NAME mints one).\n"
+        )
+    if settings.tls_cert_file:
+        notes += "\nTLS is on: replace -plaintext by -cacert <your CA> (and -cert/-key with mTLS).\n"
+    return f"""{notes}
 socialgraph is up. gRPC at {target} (reflection on). Try:
 
   grpcurl -plaintext {target} list
@@ -118,8 +136,8 @@ def run_stack(settings: Settings) -> int:
             raise RuntimeError(f"gRPC port of {target} is already taken (set SG_GRPC_ADDRESS)")
         service = _spawn_component("serve", env, logs)
         started += [service, *(_spawn_component(c, env, logs) for c in ("counters", "relay", "fanout"))]
-        _wait_healthy(target, service)
-        print(_banner(target, dynamodb_port), flush=True)
+        _wait_healthy(target, service, tls=bool(local.tls_cert_file))
+        print(_banner(target, dynamodb_port, local), flush=True)
         print(f"logs: {logs}", flush=True)
         while not stop_requested:
             for process in started:

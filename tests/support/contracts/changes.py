@@ -7,7 +7,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from graph_service.domain.models import Direction, Edge, Relationship
+from graph_service.domain.models import Direction, Edge, Made, Relationship
 from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites, RelationshipReads
 
 __all__ = ["ChangesContract", "ChangesUnderTest"]
@@ -35,7 +35,7 @@ class ChangesContract:
         a, b = _users(2)
         assert not await changes.reads.is_following(a, b)  # read (and cached, where there is a cache)
         assert (await changes.reads.list_edges(Direction.FOLLOWERS, b, 10, None)).entries == []
-        assert await changes.store.add_edge(a, b, 1000)
+        assert await changes.store.add_edge(a, b, 1000) is Made.CREATED
         await changes.changes.follow_settled(a, b, 1000, following=True)
         assert await changes.reads.is_following(a, b)
         assert (await changes.reads.list_edges(Direction.FOLLOWERS, b, 10, None)).entries == [Edge(a, 1000)]
@@ -59,7 +59,7 @@ class ChangesContract:
         assert not await changes.reads.is_private(b)
         await changes.store.set_private(b, True)
         await changes.changes.privacy_settled(b)
-        assert await changes.store.add_request(a, b, 1000)
+        assert await changes.store.add_request(a, b, 1000) is Made.CREATED
         await changes.changes.pair_settled(a, b)
         assert await changes.relationships.relationships(a, [b]) == {b: Relationship(requested=True)}
         assert await changes.reads.is_private(b)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from graph_service.domain.models import AcceptOutcome, Counts, Direction, Edge, PairState, Relationship
+from graph_service.domain.models import AcceptOutcome, Counts, Direction, Edge, Made, PairState, Relationship
 from graph_service.domain.ports import FollowerSource, GraphChanges, GraphReads, GraphWrites, RelationshipReads
 
 __all__ = ["GraphContract", "GraphUnderTest", "NotifyingWrites", "Users"]
@@ -54,15 +54,15 @@ class NotifyingWrites:
     async def is_private_now(self, user_id: int) -> bool:
         return await self._store.is_private_now(user_id)
 
-    async def add_edge(self, follower_id: int, followee_id: int, at_us: int) -> bool:
-        made = await self._store.add_edge(follower_id, followee_id, at_us)
-        if made:
+    async def add_edge(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
+        made = await self._store.add_edge(follower_id, followee_id, at_us, cap=cap)
+        if made is Made.CREATED:
             await self._changes.follow_settled(follower_id, followee_id, at_us, following=True)
         return made
 
-    async def add_request(self, follower_id: int, followee_id: int, at_us: int) -> bool:
-        made = await self._store.add_request(follower_id, followee_id, at_us)
-        if made:
+    async def add_request(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
+        made = await self._store.add_request(follower_id, followee_id, at_us, cap=cap)
+        if made is Made.CREATED:
             await self._changes.pair_settled(follower_id, followee_id)
         return made
 
@@ -113,7 +113,7 @@ class GraphContract:
 
     async def test_a_follow_is_seen_by_every_read(self, graph: GraphUnderTest, users: Users) -> None:
         a, b, c = users(3)
-        assert await graph.writes.add_edge(a, b, 1000)
+        assert await graph.writes.add_edge(a, b, 1000) is Made.CREATED
         assert await graph.writes.edge_at(a, b) == 1000
         assert await graph.writes.edge_at(b, a) is None
         assert await graph.reads.is_following(a, b)
@@ -130,8 +130,8 @@ class GraphContract:
 
     async def test_a_repeat_follow_is_refused_and_the_first_stays(self, graph: GraphUnderTest, users: Users) -> None:
         a, b = users(2)
-        assert await graph.writes.add_edge(a, b, 1000)
-        assert not await graph.writes.add_edge(a, b, 2000)
+        assert await graph.writes.add_edge(a, b, 1000) is Made.CREATED
+        assert await graph.writes.add_edge(a, b, 2000) is Made.REFUSED
         assert await graph.writes.edge_at(a, b) == 1000
         assert (await graph.reads.list_edges(Direction.FOLLOWERS, b, 10, None)).entries == [Edge(a, 1000)]
 
@@ -139,24 +139,58 @@ class GraphContract:
         self, graph: GraphUnderTest, users: Users
     ) -> None:
         a, b = users(2)
-        assert await graph.writes.add_request(a, b, 1000)
-        assert not await graph.writes.add_edge(a, b, 2000)
-        assert await graph.writes.add_edge(b, a, 3000)
+        assert await graph.writes.add_request(a, b, 1000) is Made.CREATED
+        assert await graph.writes.add_edge(a, b, 2000) is Made.REFUSED
+        assert await graph.writes.add_edge(b, a, 3000) is Made.CREATED
         assert await graph.writes.pair(a, b) == PairState(followed_by=3000, requested=1000)
 
     async def test_a_block_either_way_refuses_follows_and_requests(self, graph: GraphUnderTest, users: Users) -> None:
         a, b = users(2)
         assert await graph.writes.add_block(a, b, 1000, await graph.writes.pair(a, b))
         for follower, followee in ((a, b), (b, a)):
-            assert not await graph.writes.add_edge(follower, followee, 2000)
-            assert not await graph.writes.add_request(follower, followee, 2000)
+            assert await graph.writes.add_edge(follower, followee, 2000) is Made.REFUSED
+            assert await graph.writes.add_request(follower, followee, 2000) is Made.REFUSED
         assert await graph.writes.pair(b, a) == PairState(blocked_by=1000)
+
+    # -- the following cap -----------------------------------------------------------------
+
+    async def test_the_cap_counts_follows_and_pending_requests(self, graph: GraphUnderTest, users: Users) -> None:
+        a, b, c, d = users(4)
+        assert await graph.writes.add_edge(a, b, 1000, cap=2) is Made.CREATED
+        assert await graph.writes.add_request(a, c, 2000, cap=2) is Made.CREATED
+        assert await graph.writes.add_edge(a, d, 3000, cap=2) is Made.AT_CAP
+        assert await graph.writes.add_request(a, d, 3000, cap=2) is Made.AT_CAP
+        assert await graph.writes.pair(a, d) == PairState()
+        assert await graph.writes.add_edge(a, d, 3000, cap=3) is Made.CREATED
+        assert await graph.writes.add_edge(b, d, 3000, cap=1) is Made.CREATED  # another follower's own count
+
+    async def test_an_accept_keeps_the_place_its_request_held(self, graph: GraphUnderTest, users: Users) -> None:
+        a, b, c = users(3)
+        await graph.writes.add_request(a, b, 1000, cap=1)
+        assert await graph.writes.accept(b, a, 1000, 2000, while_public=False) is AcceptOutcome.ACCEPTED
+        assert await graph.writes.add_edge(a, c, 3000, cap=1) is Made.AT_CAP
+        assert await graph.writes.add_edge(a, c, 3000, cap=2) is Made.CREATED
+
+    async def test_unfollows_withdrawals_and_blocks_give_places_back(self, graph: GraphUnderTest, users: Users) -> None:
+        a, b, c, d, e = users(5)
+        await graph.writes.add_edge(a, b, 1000, cap=3)
+        await graph.writes.add_request(a, c, 1000, cap=3)
+        await graph.writes.add_edge(a, d, 1000, cap=3)
+        await graph.writes.add_edge(d, a, 1000, cap=1)
+        assert await graph.writes.add_edge(a, e, 2000, cap=3) is Made.AT_CAP
+        assert await graph.writes.remove(a, b, edge_at=1000, request_at=None)
+        assert await graph.writes.add_edge(a, e, 2000, cap=3) is Made.CREATED
+        assert await graph.writes.remove(a, c, edge_at=None, request_at=1000)
+        assert await graph.writes.add_request(a, c, 3000, cap=3) is Made.CREATED
+        assert await graph.writes.add_block(d, a, 4000, await graph.writes.pair(d, a))  # removes a->d and d->a
+        assert await graph.writes.add_edge(a, b, 5000, cap=3) is Made.CREATED
+        assert await graph.writes.add_edge(d, b, 5000, cap=1) is Made.CREATED
 
     # -- requests -------------------------------------------------------------------------
 
     async def test_a_request_is_pending_and_no_follow(self, graph: GraphUnderTest, users: Users) -> None:
         a, b = users(2)
-        assert await graph.writes.add_request(a, b, 1000)
+        assert await graph.writes.add_request(a, b, 1000) is Made.CREATED
         assert await graph.writes.request_at(b, a) == 1000
         assert await graph.writes.request_at(a, b) is None
         assert not await graph.reads.is_following(a, b)
@@ -164,13 +198,13 @@ class GraphContract:
         assert (await graph.reads.list_requests(b, 10, None)).entries == [Edge(a, 1000)]
         assert await graph.relationships.relationships(a, [b]) == {b: Relationship(requested=True)}
         assert await graph.relationships.relationships(b, [a]) == {a: Relationship(requested_by=True)}
-        assert not await graph.writes.add_request(a, b, 2000)
+        assert await graph.writes.add_request(a, b, 2000) is Made.REFUSED
         assert await graph.writes.request_at(b, a) == 1000
 
     async def test_a_follow_refuses_a_request_of_the_same_direction(self, graph: GraphUnderTest, users: Users) -> None:
         a, b = users(2)
-        assert await graph.writes.add_edge(a, b, 1000)
-        assert not await graph.writes.add_request(a, b, 2000)
+        assert await graph.writes.add_edge(a, b, 1000) is Made.CREATED
+        assert await graph.writes.add_request(a, b, 2000) is Made.REFUSED
         assert await graph.writes.request_at(b, a) is None
 
     async def test_accept_turns_the_request_read_into_a_follow(self, graph: GraphUnderTest, users: Users) -> None:
@@ -271,7 +305,7 @@ class GraphContract:
         assert await graph.writes.remove_block(a, b)
         assert not await graph.writes.remove_block(a, b)
         assert await graph.relationships.relationships(a, [b]) == {b: Relationship()}
-        assert await graph.writes.add_edge(a, b, 2000)
+        assert await graph.writes.add_edge(a, b, 2000) is Made.CREATED
 
     # -- privacy --------------------------------------------------------------------------
 

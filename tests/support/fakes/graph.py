@@ -19,6 +19,7 @@ from graph_service.domain.models import (
     Direction,
     Edge,
     EdgePage,
+    Made,
     PairState,
     Relationship,
 )
@@ -84,21 +85,34 @@ class FakeGraph:
     def _blocked(self, a: int, b: int) -> bool:
         return (a, b) in self.blocks or (b, a) in self.blocks
 
-    async def add_edge(self, follower_id: int, followee_id: int, at_us: int) -> bool:
+    def outgoing(self, user_id: int) -> int:
+        """The user's follows plus pending requests: what the following cap counts."""
+        return sum(1 for a, _ in self.edges if a == user_id) + sum(1 for a, _ in self.requests if a == user_id)
+
+    def _refusal(self, pair: Pair, cap: int) -> Made | None:
+        if cap and self.outgoing(pair[0]) >= cap:
+            return Made.AT_CAP
+        if pair in self.edges or pair in self.requests or self._blocked(*pair):
+            return Made.REFUSED
+        return None
+
+    async def add_edge(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
         await self._deciding("add_edge")
         pair = (follower_id, followee_id)
-        if pair in self.edges or pair in self.requests or self._blocked(*pair):
-            return False
+        refused = self._refusal(pair, cap)
+        if refused is not None:
+            return refused
         self.edges[pair] = at_us
-        return True
+        return Made.CREATED
 
-    async def add_request(self, follower_id: int, followee_id: int, at_us: int) -> bool:
+    async def add_request(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
         await self._deciding("add_request")
         pair = (follower_id, followee_id)
-        if pair in self.requests or pair in self.edges or self._blocked(*pair):
-            return False
+        refused = self._refusal(pair, cap)
+        if refused is not None:
+            return refused
         self.requests[pair] = at_us
-        return True
+        return Made.CREATED
 
     async def accept(
         self, user_id: int, requester_id: int, requested_at: int, at_us: int, *, while_public: bool

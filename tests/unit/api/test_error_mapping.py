@@ -11,10 +11,14 @@ from graph_service.domain import errors
 from graph_service.domain.errors import (
     BatchTooLarge,
     DomainError,
+    FollowLimit,
     InvalidPageSize,
     InvalidPageToken,
     InvalidUserId,
+    MissingScope,
+    RateLimited,
     SelfFollow,
+    Unauthenticated,
     Unavailable,
 )
 
@@ -26,10 +30,21 @@ def decode(status: grpc.Status) -> tuple[status_pb2.Status, error_details_pb2.Er
     trailers = dict(status.trailing_metadata)
     assert set(trailers) == {DETAILS_KEY}
     rich = status_pb2.Status.FromString(trailers[DETAILS_KEY])
-    assert len(rich.details) == 1
+    infos = [d for d in rich.details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)]
+    assert len(infos) == 1
     info = error_details_pb2.ErrorInfo()
-    assert rich.details[0].Unpack(info)
+    assert infos[0].Unpack(info)
     return rich, info
+
+
+def retry_delay(status: grpc.Status) -> float | None:
+    """The RetryInfo delay in seconds, None when the status carries none."""
+    rich = status_pb2.Status.FromString(dict(status.trailing_metadata)[DETAILS_KEY])
+    for detail in rich.details:
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(retry):
+            return float(retry.retry_delay.ToNanoseconds()) / 1e9
+    return None
 
 
 CASES: list[tuple[DomainError, grpc.StatusCode, str, dict[str, str]]] = [
@@ -45,6 +60,20 @@ CASES: list[tuple[DomainError, grpc.StatusCode, str, dict[str, str]]] = [
         {"size": "101", "limit": "100"},
     ),
     (Unavailable("DynamoDB kept throttling"), grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE", {}),
+    (FollowLimit(7, 7500), grpc.StatusCode.FAILED_PRECONDITION, "FOLLOW_LIMIT", {"follower_id": "7", "cap": "7500"}),
+    (
+        RateLimited(7, 400, 86400, 12.5),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "RATE_LIMITED",
+        {"actor_id": "7", "limit": "400", "window_seconds": "86400"},
+    ),
+    (Unauthenticated("no bearer token"), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", {}),
+    (
+        MissingScope("feed", "write", "/socialgraph.v1.SocialGraphService/Follow"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "MISSING_SCOPE",
+        {"scope": "write"},
+    ),
 ]
 
 
@@ -73,6 +102,12 @@ def test_message_is_the_same_in_the_status_and_the_details(error: DomainError) -
     rich, _ = decode(status)
     assert status.details == rich.message == error.message
     assert status.details
+
+
+def test_rate_limited_carries_retry_info_with_the_wait() -> None:
+    """RATE_LIMITED tells the caller when to try again (google.rpc.RetryInfo), to the millisecond."""
+    assert retry_delay(to_grpc_status(RateLimited(7, 400, 86400, 12.345))) == pytest.approx(12.345, abs=1e-6)
+    assert retry_delay(to_grpc_status(FollowLimit(7, 10))) is None
 
 
 def test_user_id_message_names_the_field() -> None:

@@ -13,6 +13,7 @@ from graph_service.api.service import GraphService
 from graph_service.api.suggestions import Suggester
 from graph_service.cache.write_through import NoGraphCache
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage
+from graph_service.limits.follow_budget import Unlimited
 from graph_service.settings import Settings
 from tests.support.fakes.graph import FakeGraph
 
@@ -53,7 +54,8 @@ class CountingReads:
 
 
 def make_service(graph: FakeGraph, reads: CountingReads, settings: Settings) -> GraphService:
-    return GraphService(graph, NoGraphCache(), reads, graph, Suggester(reads, reads, graph, None, settings), settings)
+    suggester = Suggester(reads, reads, graph, None, settings)
+    return GraphService(graph, NoGraphCache(), reads, graph, suggester, settings, budget=Unlimited())
 
 
 async def test_candidate_load_gives_up_past_the_limit_when_counts_lag() -> None:

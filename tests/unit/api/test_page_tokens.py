@@ -82,6 +82,27 @@ def test_token_signed_with_another_secret_is_refused(token: str) -> None:
         PageTokenCodec("another-secret").decode_edge(SCOPE, token)
 
 
+def test_rotation_signs_with_the_first_secret_and_accepts_every_listed_one(token: str) -> None:
+    """During a rotation (``new,old``) a token of the old key still walks on, new tokens use the new
+    key, and once the old key is dropped its tokens are refused."""
+    rotating = PageTokenCodec("new-secret", "unit-test-secret")
+    assert rotating.decode_edge(SCOPE, token) == CURSOR
+    fresh = rotating.encode(SCOPE, CURSOR)
+    assert fresh != token
+    assert PageTokenCodec("new-secret").decode_edge(SCOPE, fresh) == CURSOR
+    with pytest.raises(InvalidPageToken):
+        PageTokenCodec("unit-test-secret").decode_edge(SCOPE, fresh)
+    with pytest.raises(InvalidPageToken):
+        PageTokenCodec("new-secret").decode_edge(SCOPE, token)
+
+
+@pytest.mark.parametrize("secrets", [(), ("",), ("a", "")])
+def test_a_codec_without_a_usable_secret_cannot_be_built(secrets: tuple[str, ...]) -> None:
+    """No key, or an empty one, is a programming error caught at start, never a token anyone can forge."""
+    with pytest.raises(ValueError, match="secret"):
+        PageTokenCodec(*secrets)
+
+
 def test_every_single_character_substitution_is_refused(codec: PageTokenCodec, token: str) -> None:
     """Replacing any one character with any other token character makes the token invalid."""
     for i, char in enumerate(token):

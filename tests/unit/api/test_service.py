@@ -25,17 +25,23 @@ from graph_service.domain.errors import (
 from graph_service.domain.ids import MAX_ID
 from graph_service.domain.models import Counts, Direction, Edge, FollowState, PairState, Relationship
 from graph_service.settings import Settings
+from tests.support.contracts.follow_budget import ManualClock
 from tests.support.fakes.changes import RecordingChanges
+from tests.support.fakes.follow_budget import FakeFollowBudget
 from tests.support.fakes.graph import FakeGraph
 
 SETTINGS = Settings(page_token_secret="unit-test-secret")
 
 
 def make_service(
-    graph: FakeGraph, settings: Settings = SETTINGS, changes: RecordingChanges | None = None
+    graph: FakeGraph,
+    settings: Settings = SETTINGS,
+    changes: RecordingChanges | None = None,
+    clock: ManualClock | None = None,
 ) -> GraphService:
     suggester = Suggester(graph, graph, graph, None, settings)
-    return GraphService(graph, changes or RecordingChanges(), graph, graph, suggester, settings)
+    budget = FakeFollowBudget(clock or ManualClock())
+    return GraphService(graph, changes or RecordingChanges(), graph, graph, suggester, settings, budget=budget)
 
 
 @pytest.fixture

@@ -128,7 +128,7 @@ async def test_a_token_is_bound_to_its_user_and_to_timelines(world: World) -> No
     assert token
     with pytest.raises(InvalidPageToken):
         await world.service.home_timeline(2, 1, token)
-    lists_token = PageTokenCodec(SETTINGS.page_token_secret).encode(f"home:{USER}", Edge(5, 1000))
+    lists_token = PageTokenCodec(*SETTINGS.page_token_secrets).encode(f"home:{USER}", Edge(5, 1000))
     with pytest.raises(InvalidPageToken):
         await world.service.home_timeline(USER, 1, lists_token)  # a list cursor, not a timeline's
 

@@ -7,6 +7,7 @@ from socialgraph_client.client import (
     Relationship,
     SocialGraphClient,
     Suggestion,
+    TlsConfig,
 )
 from socialgraph_client.errors import SocialGraphError
 
@@ -18,4 +19,5 @@ __all__ = [
     "SocialGraphClient",
     "SocialGraphError",
     "Suggestion",
+    "TlsConfig",
 ]

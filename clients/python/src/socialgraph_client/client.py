@@ -16,7 +16,7 @@ from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
 from socialgraph_client.errors import SocialGraphError
 
-__all__ = ["Counts", "FollowEntry", "PendingRequest", "Relationship", "SocialGraphClient", "Suggestion"]
+__all__ = ["Counts", "FollowEntry", "PendingRequest", "Relationship", "SocialGraphClient", "Suggestion", "TlsConfig"]
 
 R = TypeVar("R")
 E = TypeVar("E")
@@ -61,6 +61,31 @@ class Suggestion:
     mutual_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """TLS to the service; with ``cert_file`` and ``key_file``, mTLS (the client's certificate)."""
+
+    ca_file: str | None = None
+    """PEM CA bundle that signed the server's certificate; None: the system's trusted CAs."""
+    cert_file: str | None = None
+    """PEM client certificate chain, for a server that requires one (SG_TLS_CLIENT_CA_FILE)."""
+    key_file: str | None = None
+    """PEM private key of ``cert_file``."""
+    server_name: str | None = None
+    """The name to verify the server's certificate against, when it is not the target's host."""
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        def read(path: str | None) -> bytes | None:
+            if path is None:
+                return None
+            with open(path, "rb") as file:
+                return file.read()
+
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (mTLS)")
+        return grpc.ssl_channel_credentials(read(self.ca_file), read(self.key_file), read(self.cert_file))
+
+
 def _follow_entry(entry: Any) -> FollowEntry:
     return FollowEntry(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
 
@@ -68,36 +93,55 @@ def _follow_entry(entry: Any) -> FollowEntry:
 class SocialGraphClient:
     """One channel to the service. Use as ``async with await SocialGraphClient.connect(...)``."""
 
-    def __init__(self, channel: grpc.aio.Channel, *, timeout: float | None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, *, timeout: float | None, metadata: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self._channel = channel
         self._stub = pb_grpc.SocialGraphServiceStub(channel)
         self._timelines = tpb_grpc.TimelineServiceStub(channel)
         self._timeout = timeout
+        self._metadata = tuple(metadata) or None
 
     @classmethod
     async def connect(
         cls,
         target: str,
         *,
+        token: str | None = None,
+        tls: TlsConfig | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         call_timeout: float | None = 5.0,
         connect_timeout: float = 10.0,
         options: Sequence[tuple[str, Any]] = (),
     ) -> SocialGraphClient:
-        """Open a channel (TLS when ``credentials`` is given) and wait until it is ready.
+        """Open a channel and wait until it is ready.
 
+        ``token``: the caller's bearer token (``socialgraph token``). Over TLS it is sent as call
+        credentials; over plaintext (the local stack, a trusted network) as ``authorization`` metadata.
+        ``tls``: TLS or mTLS options; ``credentials``: ready-made channel credentials instead.
         ``call_timeout`` is the deadline of each call; ``connect_timeout`` bounds the wait for the channel.
         """
+        if tls is not None:
+            if credentials is not None:
+                raise ValueError("give tls or credentials, not both")
+            credentials = tls.credentials()
+            if tls.server_name:
+                options = [*options, ("grpc.ssl_target_name_override", tls.server_name)]
+        metadata: list[tuple[str, str]] = []
         if credentials is None:
             channel = grpc.aio.insecure_channel(target, options=list(options))
+            if token is not None:
+                metadata.append(("authorization", f"Bearer {token}"))
         else:
+            if token is not None:
+                credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
             channel = grpc.aio.secure_channel(target, credentials, options=list(options))
         try:
             await asyncio.wait_for(channel.channel_ready(), connect_timeout)
         except BaseException:
             await channel.close(None)
             raise
-        return cls(channel, timeout=call_timeout)
+        return cls(channel, timeout=call_timeout, metadata=metadata)
 
     async def __aenter__(self) -> SocialGraphClient:
         return self
@@ -110,7 +154,7 @@ class SocialGraphClient:
 
     async def _call(self, method: Callable[..., Awaitable[R]], request: Any) -> R:
         try:
-            return await method(request, timeout=self._timeout)
+            return await method(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as error:
             raise SocialGraphError.from_rpc_error(error) from error
 
