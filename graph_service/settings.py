@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from urllib.parse import urlsplit
 
 __all__ = ["Settings", "SettingsError"]
 
@@ -209,8 +210,12 @@ class Settings:
 
     @property
     def on_aws(self) -> bool:
-        """No endpoint given: the tables are in AWS, so this is a real deployment, not the local stack."""
-        return not self.dynamodb_endpoint
+        """The tables are in AWS, so this is a real deployment, not the local stack: no endpoint,
+        or an AWS one (a VPC, FIPS or regional endpoint URL)."""
+        if not self.dynamodb_endpoint:
+            return True
+        host = (urlsplit(self.dynamodb_endpoint).hostname or "").lower()
+        return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
     @property
     def page_token_secrets(self) -> tuple[str, ...]:
@@ -221,7 +226,7 @@ class Settings:
     def check_serving(self) -> None:
         """Refuse to serve AWS tables with no caller authentication or a guessable page-token key.
 
-        The local stack (SG_DYNAMODB_ENDPOINT set) keeps working with no setup."""
+        The local stack (SG_DYNAMODB_ENDPOINT naming DynamoDB Local) keeps working with no setup."""
         if not self.on_aws:
             return
         if not self.auth_tokens_file and not self.auth_disabled:

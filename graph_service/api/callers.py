@@ -6,8 +6,9 @@
     token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 The file holds hashes only, so it is not a secret. Anything unexpected (an unknown key or scope,
-a duplicate name or hash, a hash that is not 64 hex digits) is refused with a message naming the
-line, so a typo can never open or close access silently.
+a duplicate name or hash, a hash that is not 64 hex digits, no caller at all) is refused with a
+message naming the line, so a typo or a file caught half written can never open or close access
+silently.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class CallerTable:
         entries = document.get("caller", [])
         if not isinstance(entries, list):
             raise CallersFileError("'caller' must be an array of tables: write [[caller]]")
+        if not entries:
+            # Most often a file caught half written (or emptied by mistake): it would refuse every call.
+            raise CallersFileError("no [[caller]] table: every call would be refused (to run open, unset the variable)")
         lines = _table_lines(text)
         callers: dict[bytes, Caller] = {}
         names: set[str] = set()

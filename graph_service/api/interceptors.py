@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from graph_service.api.auth import Authenticator
+from graph_service.api.auth import Authenticator, required_scope
 from graph_service.api.error_mapping import internal_status, to_grpc_status
 from graph_service.domain.errors import DomainError
 
@@ -46,7 +46,13 @@ class RequestInterceptor(_Interceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
+            return handler
+        if handler.unary_unary is None:
+            # Health's Watch and reflection are streams and stay open. A streaming RPC of ours
+            # would skip the caller check below, so with auth on it is not served at all.
+            if self._authenticator is not None and required_scope(details.method) is not None:
+                return None  # type: ignore[return-value]  # None is gRPC's "not served"; grpc-stubs omit it
             return handler
         inner = handler.unary_unary
         method = details.method
@@ -63,12 +69,11 @@ class RequestInterceptor(_Interceptor):
                     if authenticator is not None:
                         known = authenticator.identify(method, context.invocation_metadata() or ())
                         if known is not None:
+                            # Bound until the access line is written, so every line of the call has it.
                             caller = known.name
+                            structlog.contextvars.bind_contextvars(caller=caller)
                             authenticator.authorize(known, method)
-                    if caller is None:
-                        return await inner(request, context)
-                    with structlog.contextvars.bound_contextvars(caller=caller):
-                        return await inner(request, context)
+                    return await inner(request, context)
                 except DomainError as error:
                     outcome = error.reason
                     await context.abort_with_status(to_grpc_status(error))
@@ -81,11 +86,9 @@ class RequestInterceptor(_Interceptor):
                 finally:
                     # Successful calls log at debug (a line per call is costly at 10k calls/s); failures at info.
                     report = log.debug if outcome == "OK" else log.info
-                    ms = round((time.perf_counter() - started) * 1000, 3)
-                    if caller is None:
-                        report("rpc", outcome=outcome, ms=ms)
-                    else:
-                        report("rpc", outcome=outcome, ms=ms, caller=caller)
+                    report("rpc", outcome=outcome, ms=round((time.perf_counter() - started) * 1000, 3))
+                    if caller is not None:
+                        structlog.contextvars.unbind_contextvars("caller")
 
         return grpc.unary_unary_rpc_method_handler(
             call,

@@ -75,6 +75,7 @@ class GraphService:
     ) -> None:
         self._writes = writes
         self._budget = budget
+        self._returns: set[asyncio.Future[None]] = set()
         self._changes = changes
         self._reads = reads
         self._relationships = relationships
@@ -121,22 +122,26 @@ class GraphService:
 
     async def _privacy_and_budget(self, follower_id: int, followee_id: int) -> tuple[bool, BudgetGrant]:
         """Whether the followee is private, and the follower's rate-limit ticket: the Redis round
-        trip of the ticket overlaps the privacy read. A ticket taken for a follow that fails here
-        is given back."""
+        trip of the ticket overlaps the privacy read. If the follow fails or is cancelled here, the
+        ticket is given back once it is taken (even if that is after this call ended)."""
         limit = self._settings.follow_rate_limit
         if not limit:
             return await self._reads.is_private(followee_id), BudgetGrant(granted=True)
-        private, grant = await asyncio.gather(
-            self._reads.is_private(followee_id),
-            self._budget.take(follower_id, limit, self._settings.follow_rate_window_seconds),
-            return_exceptions=True,
-        )
-        if isinstance(grant, BaseException):
-            raise grant  # the ledger fails open by itself; anything else is a bug to see
-        if isinstance(private, BaseException):
-            await self._give_back(follower_id, grant)
-            raise private
+        take = asyncio.ensure_future(self._budget.take(follower_id, limit, self._settings.follow_rate_window_seconds))
+        try:
+            private = await self._reads.is_private(followee_id)
+            grant = await asyncio.shield(take)
+        except BaseException:
+            take.add_done_callback(lambda done: self._give_back_taken(follower_id, done))
+            raise
         return private, grant
+
+    def _give_back_taken(self, follower_id: int, take: asyncio.Future[BudgetGrant]) -> None:
+        if take.cancelled() or take.exception() is not None or not take.result().counted:
+            return
+        task = asyncio.ensure_future(self._budget.give_back(follower_id, take.result().ticket))
+        self._returns.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._returns.discard)
 
     async def _refuse_unless_made(self, follower_id: int, followee_id: int, grant: BudgetGrant) -> None:
         """Over the rate limit: a repeat (or a pending request an accept can finish) still goes
@@ -177,7 +182,8 @@ class GraphService:
                     return FollowResult(False, pair.requested, FollowState.REQUESTED)
                 accepted = await self._accept(followee_id, follower_id, while_public=False)
                 if accepted is not None:
-                    return accepted
+                    # Not a new follow for the rate limit: the request was counted when it was made.
+                    return FollowResult(False, accepted.at_us)
             elif made is Made.AT_CAP:
                 raise FollowLimit(follower_id, cap)
             # What refused the write is gone again (a racing unfollow or reject): go again.

@@ -117,11 +117,12 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
 def _token(settings: Settings, args: argparse.Namespace) -> int:
     from graph_service.api.callers import SCOPES, caller_entry, mint_token
 
-    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    scopes = list(dict.fromkeys(s.strip() for s in args.scopes.split(",") if s.strip()))
     unknown = [s for s in scopes if s not in SCOPES]
-    if not scopes or unknown or not args.name.strip() or '"' in args.name or "\\" in args.name:
+    name_fits_toml = args.name.strip() and args.name.isprintable() and not set(args.name) & {'"', "\\"}
+    if not scopes or unknown or not name_fits_toml:
         print(
-            f"socialgraph token: give a name (no quotes) and --scopes from {','.join(SCOPES)}"
+            f"socialgraph token: give a name (printable, no quotes) and --scopes from {','.join(SCOPES)}"
             + (f" (unknown: {', '.join(unknown)})" if unknown else ""),
             file=sys.stderr,
         )

@@ -41,9 +41,18 @@ def run_until_signal(build: Callable[[Settings], Awaitable[R]], settings: Settin
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        built: list[Reloadable] = []
+
+        def reload() -> None:
+            for reloadable in built:
+                reloadable.reload()
+
+        # Installed before the build: a SIGHUP during a slow start must not end the process
+        # (its default action); the build reads the newest files anyway.
+        loop.add_signal_handler(signal.SIGHUP, reload)
         runtime = await build(settings)
         if isinstance(runtime, Reloadable):
-            loop.add_signal_handler(signal.SIGHUP, runtime.reload)
+            built.append(runtime)
         try:
             await runtime.run(stop)
         finally:

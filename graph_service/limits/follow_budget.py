@@ -34,6 +34,9 @@ ATTEMPTS = 3
 
 TAKE = """
 local key, now, window, limit, ticket = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+if redis.call('ZSCORE', key, ticket) then
+  return -1  -- a retry of a run whose answer was lost: the ticket is counted already
+end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 if redis.call('ZCARD', key) >= limit then
   local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')

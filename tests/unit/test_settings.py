@@ -222,8 +222,20 @@ AWS = {"SG_DYNAMODB_ENDPOINT": ""}
         ({**AWS, "SG_AUTH_TOKENS_FILE": "callers.toml"}, "SG_PAGE_TOKEN_SECRET"),
         ({**AWS, "SG_AUTH_DISABLED": "true"}, "SG_PAGE_TOKEN_SECRET"),
         ({**AWS, "SG_AUTH_TOKENS_FILE": "c.toml", "SG_PAGE_TOKEN_SECRET": DEV_PAGE_TOKEN_SECRET}, "SG_PAGE_TOKEN"),
+        ({"SG_DYNAMODB_ENDPOINT": "https://dynamodb-fips.us-east-1.amazonaws.com"}, "SG_AUTH_TOKENS_FILE"),
+        (
+            {"SG_DYNAMODB_ENDPOINT": "https://vpce-0a1b.dynamodb.eu-west-1.vpce.amazonaws.com:443"},
+            "SG_AUTH_TOKENS_FILE",
+        ),
     ],
-    ids=["auth off", "no secret", "auth disabled on purpose but no secret", "the development secret"],
+    ids=[
+        "auth off",
+        "no secret",
+        "auth disabled on purpose but no secret",
+        "the development secret",
+        "fips endpoint",
+        "vpc endpoint",
+    ],
 )
 def test_serving_aws_tables_insecurely_is_refused(env: dict[str, str], message: str) -> None:
     """Against AWS (no endpoint) the server needs callers (or SG_AUTH_DISABLED=true) and a real page-token key."""

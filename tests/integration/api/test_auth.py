@@ -222,6 +222,12 @@ async def test_the_file_is_reloaded_when_it_changes_and_a_bad_version_keeps_the_
     assert "admin" in rejected["error"]
     assert await auth.call(method, newcomer) in ALLOWED
     assert await auth.call(method, auth.tokens["reader"]) in ALLOWED
+    with capture_every_level() as logs:
+        auth.callers_file.write_text("", encoding="utf-8")  # emptied, as a non-atomic rewrite leaves it a moment
+        await eventually(
+            lambda: asyncio.sleep(0), lambda _: any(e["event"] == "callers_file_rejected" for e in logs), timeout=10
+        )
+    assert await auth.call(method, newcomer) in ALLOWED
 
 
 async def test_reload_on_demand_takes_effect_at_once(settings: Settings, tmp_path: Path) -> None:

@@ -74,3 +74,16 @@ async def test_unreachable_redis_fails_open_logged_and_counted() -> None:
         await budget.give_back(7, "any-ticket")  # uncounted: nothing to give back, and no failure raised
     finally:
         await budget.aclose()
+
+
+async def test_a_script_run_again_for_the_same_ticket_counts_it_once(redis_url: str) -> None:
+    """A torn connection after the script ran makes the adapter run it again with the same ticket:
+    that run answers "counted" (not a refusal at the limit it itself filled), and counts nothing more."""
+    async with ledger_on(redis_url, cluster=False) as ledger:
+        budget = ledger.budget
+        assert isinstance(budget, RedisFollowBudget)
+        script = budget._take  # the raw script, as the adapter's retry runs it
+        key, now = budget_key(42), int(ledger.clock() * 1000)
+        assert await script(keys=[key], args=[now, 60_000, 1, "t1"]) == -1
+        assert await script(keys=[key], args=[now, 60_000, 1, "t1"]) == -1
+        assert await script(keys=[key], args=[now, 60_000, 1, "t2"]) == 60_000

@@ -31,9 +31,12 @@ def test_a_minted_token_is_found_by_its_entry_and_only_it() -> None:
     assert len(token) > 40
 
 
-def test_an_empty_file_has_no_callers() -> None:
-    """A file with no [[caller]] is valid and lets nobody in (auth stays on)."""
-    assert len(CallerTable.parse("# nobody yet\n")) == 0
+@pytest.mark.parametrize("text", ["", "# nobody yet\n", "caller = []\n"])
+def test_a_file_without_callers_is_refused(text: str) -> None:
+    """An empty (or half-written) file would lock every caller out: it is refused like any mistake,
+    so at start the server does not run and on reload the callers in force stay."""
+    with pytest.raises(CallersFileError, match="no \\[\\[caller\\]\\] table"):
+        CallerTable.parse(text)
 
 
 @pytest.mark.parametrize(

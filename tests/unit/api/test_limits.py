@@ -14,12 +14,13 @@ import pytest
 from graph_service.api.service import GraphService
 from graph_service.api.suggestions import Suggester
 from graph_service.domain.errors import Blocked, FollowLimit, RateLimited, SelfFollow
-from graph_service.domain.models import FollowState
+from graph_service.domain.models import BudgetGrant, FollowState
 from graph_service.settings import Settings
 from tests.support.contracts.follow_budget import ManualClock
 from tests.support.fakes.changes import RecordingChanges
 from tests.support.fakes.follow_budget import FakeFollowBudget
 from tests.support.fakes.graph import FakeGraph
+from tests.support.polling import eventually
 
 SETTINGS = Settings(page_token_secret="unit-test-secret", follow_rate_limit=3, follow_rate_window_seconds=100)
 
@@ -199,4 +200,35 @@ async def test_a_failed_privacy_read_gives_the_ticket_back(limited: Limited) -> 
     limited.graph.is_private = unreachable  # type: ignore[method-assign]
     with pytest.raises(ConnectionError):
         await limited.service.follow(1, 2)
+    await eventually(lambda: asyncio.sleep(0, limited.spent(1)), lambda spent: spent == 0, timeout=5)
+
+
+async def test_a_follow_cancelled_while_its_ticket_is_taken_gives_it_back_once_taken(limited: Limited) -> None:
+    """A caller that goes away (deadline, disconnect) while Redis counts its ticket leaves nothing
+    counted: the ticket is given back when the take finishes, after the call has ended."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    take = limited.budget.take
+
+    async def slow_take(actor_id: int, limit: int, window_seconds: int) -> BudgetGrant:
+        entered.set()
+        await release.wait()
+        return await take(actor_id, limit, window_seconds)
+
+    limited.budget.take = slow_take  # type: ignore[method-assign]
+    follow = asyncio.create_task(limited.service.follow(1, 2))
+    await asyncio.wait_for(entered.wait(), 5)
+    follow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await follow
+    release.set()
+    await eventually(lambda: asyncio.sleep(0.01, limited.budget.counted.get(1)), lambda t: t == {}, timeout=5)
+    assert (1, 2) not in limited.graph.edges
+
+
+async def test_accepting_a_leftover_request_is_not_counted_again(limited: Limited) -> None:
+    """A follow that finds its own pending request on a now public account accepts it; the request
+    was counted when it was made, so the follow costs nothing more."""
+    limited.graph.requests[(1, 2)] = 1_000  # left by a sweep that stopped midway
+    assert await limited.service.follow(1, 2) is FollowState.FOLLOWING
+    assert (1, 2) in limited.graph.edges
     assert limited.spent(1) == 0

@@ -35,7 +35,7 @@ def test_every_subcommand_is_listed_in_the_help(capsys: pytest.CaptureFixture[st
 def test_token_prints_the_token_once_and_the_entry_that_admits_it(capsys: pytest.CaptureFixture[str]) -> None:
     """``socialgraph token feed --scopes read,write`` prints a token and a [[caller]] table that,
     appended to the callers file, admits that token with those scopes."""
-    assert cli.main(["token", "feed", "--scopes", "read,write"]) == 0
+    assert cli.main(["token", "feed", "--scopes", "read,write,read"]) == 0
     out = capsys.readouterr().out
     token = next(word for word in out.split() if word.startswith("sgt_"))
     assert out.count(token) == 1
