@@ -139,32 +139,32 @@ async def test_a_missing_scope_is_permission_denied_naming_the_scope(auth: AuthS
     assert not reply.following
 
 
-@pytest.mark.parametrize(
-    "header",
-    [
-        "",
-        "Bearer",
-        "Bearer ",
-        "Basic dXNlcjpwYXNz",
-        "Token abc",
-        "bearer-abc",
-        "Bearer sgt_" + "A" * 43,
-        "Bearer " + "x" * 5000,
-    ],
-    ids=["empty", "scheme only", "scheme and blank", "basic", "other scheme", "no space", "unknown", "huge"],
-)
-async def test_garbled_or_unknown_authorization_is_unauthenticated(auth: AuthServer, header: str) -> None:
+GARBLED = [
+    "",
+    "Bearer",
+    "Bearer ",
+    "Basic dXNlcjpwYXNz",
+    "Token abc",
+    "bearer-abc",
+    "Bearer sgt_" + "A" * 43,
+    "Bearer " + "x" * 5000,
+]
+"""Empty, scheme only, scheme and blank, basic, another scheme, no space, unknown, huge."""
+
+
+async def test_garbled_or_unknown_authorization_is_unauthenticated(auth: AuthServer) -> None:
     """Every malformed or unknown authorization value is UNAUTHENTICATED with an ErrorInfo; the
     message never repeats what was sent."""
     rpc = auth.channel.unary_unary(
         "/socialgraph.v1.SocialGraphService/GetCounts", request_serializer=pb.GetCountsRequest.SerializeToString
     )
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await rpc(pb.GetCountsRequest(user_id=1), metadata=(("authorization", header),))
-    assert refused.value.code() == UNAUTHENTICATED
-    assert error_info(refused.value).reason == "UNAUTHENTICATED"
-    secret = header.partition(" ")[2]
-    assert not secret or secret not in (refused.value.details() or "")
+    for header in GARBLED:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await rpc(pb.GetCountsRequest(user_id=1), metadata=(("authorization", header),))
+        assert refused.value.code() == UNAUTHENTICATED, header
+        assert error_info(refused.value).reason == "UNAUTHENTICATED"
+        secret = header.partition(" ")[2]
+        assert not secret or secret not in (refused.value.details() or "")
 
 
 async def test_the_scheme_is_case_insensitive(auth: AuthServer) -> None:
