@@ -7,6 +7,10 @@ as one snapshot and the decision is made afresh, so concurrent writes serialise 
 
 Every acknowledged write then tells ``GraphChanges`` what it settled between the two accounts, also
 when it found that state already there, before it returns: that is what keeps the caches exact.
+
+A ``Follow`` also passes the abuse limits of SPEC §7.2 here: it takes a rate-limit ticket from a
+``FollowBudget`` (given back unless the follow made an edge or a request), and it hands the store
+the following cap, which the store makes a condition of the same transaction.
 """
 
 from __future__ import annotations
