@@ -6,6 +6,7 @@ local stack needs no configuration and production differs only by environment.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -210,12 +211,16 @@ class Settings:
 
     @property
     def on_aws(self) -> bool:
-        """The tables are in AWS, so this is a real deployment, not the local stack: no endpoint,
-        or an AWS one (a VPC, FIPS or regional endpoint URL)."""
-        if not self.dynamodb_endpoint:
+        """Whether this may be a real deployment: only an endpoint on this machine (DynamoDB Local
+        of the local stack and the tests: ``localhost`` or a loopback address) counts as local;
+        no endpoint, an AWS endpoint URL, or any other host (a proxy, an alias) counts as AWS."""
+        host = (urlsplit(self.dynamodb_endpoint).hostname or "").rstrip(".").lower()
+        if host == "localhost" or host.endswith(".localhost"):
+            return False
+        try:
+            return not ipaddress.ip_address(host).is_loopback
+        except ValueError:
             return True
-        host = (urlsplit(self.dynamodb_endpoint).hostname or "").lower()
-        return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
     @property
     def page_token_secrets(self) -> tuple[str, ...]:
@@ -226,7 +231,7 @@ class Settings:
     def check_serving(self) -> None:
         """Refuse to serve AWS tables with no caller authentication or a guessable page-token key.
 
-        The local stack (SG_DYNAMODB_ENDPOINT naming DynamoDB Local) keeps working with no setup."""
+        The local stack (SG_DYNAMODB_ENDPOINT on this machine) keeps working with no setup."""
         if not self.on_aws:
             return
         if not self.auth_tokens_file and not self.auth_disabled:

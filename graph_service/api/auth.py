@@ -133,6 +133,8 @@ class CallersFile:
             return False
         self.authenticator.callers = table
         log.info("callers_reloaded", path=str(self.path), callers=len(table))
+        if not len(table):
+            log.warning("no_callers", path=str(self.path), hint="every call is refused until a caller is added")
         return True
 
     async def watch(self, stop: asyncio.Event, every: float) -> None:

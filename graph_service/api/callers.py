@@ -6,9 +6,10 @@
     token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 The file holds hashes only, so it is not a secret. Anything unexpected (an unknown key or scope,
-a duplicate name or hash, a hash that is not 64 hex digits, no caller at all) is refused with a
+a duplicate name or hash, a hash that is not 64 hex digits, an empty file) is refused with a
 message naming the line, so a typo or a file caught half written can never open or close access
-silently.
+silently. A file with no callers but a comment is taken: it refuses every call, which is how the
+last caller is revoked.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ class CallerTable:
 
     @classmethod
     def parse(cls, text: str) -> CallerTable:
+        if not text.strip():
+            # Most often a file caught while being rewritten; an empty table on purpose is written
+            # with a comment (``# no callers``), which is accepted.
+            raise CallersFileError(
+                "the file is empty (half written?); to refuse every caller on purpose, leave a comment in it"
+            )
         try:
             document = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -86,9 +93,6 @@ class CallerTable:
         entries = document.get("caller", [])
         if not isinstance(entries, list):
             raise CallersFileError("'caller' must be an array of tables: write [[caller]]")
-        if not entries:
-            # Most often a file caught half written (or emptied by mistake): it would refuse every call.
-            raise CallersFileError("no [[caller]] table: every call would be refused (to run open, unset the variable)")
         lines = _table_lines(text)
         callers: dict[bytes, Caller] = {}
         names: set[str] = set()

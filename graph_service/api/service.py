@@ -9,14 +9,16 @@ Every acknowledged write then tells ``GraphChanges`` what it settled between the
 when it found that state already there, before it returns: that is what keeps the caches exact.
 
 A ``Follow`` also passes the abuse limits of SPEC §7.2 here: it takes a rate-limit ticket from a
-``FollowBudget`` (given back unless the follow made an edge or a request), and it hands the store
-the following cap, which the store makes a condition of the same transaction.
+``FollowBudget`` (given back when the follow surely made nothing new: a repeat, a refusal, the
+accept of its own earlier request, a failure before any write), and it hands the store the
+following cap, which the store makes a condition of the same transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import structlog
 
@@ -79,7 +81,7 @@ class GraphService:
     ) -> None:
         self._writes = writes
         self._budget = budget
-        self._returns: set[asyncio.Future[None]] = set()
+        self._returns: set[asyncio.Future[Any]] = set()
         self._changes = changes
         self._reads = reads
         self._relationships = relationships
@@ -100,9 +102,11 @@ class GraphService:
             await self._refuse_unless_made(follower_id, followee_id, grant)
         try:
             result = await self._follow_or_ask(follower_id, followee_id, private=private)
-        except BaseException:
-            await self._give_back(follower_id, grant)
+        except (Blocked, FollowLimit):
+            await self._give_back(follower_id, grant)  # refused by the store: nothing was made
             raise
+        # Any other failure, a cancellation included, may come after a write the store committed
+        # (boto3 runs on a thread that finishes it): the ticket stays counted.
         if not result.created:
             await self._give_back(follower_id, grant)  # a repeat costs no budget
         if result.state is FollowState.FOLLOWING:
@@ -132,6 +136,7 @@ class GraphService:
         if not limit:
             return await self._reads.is_private(followee_id), BudgetGrant(granted=True)
         take = asyncio.ensure_future(self._budget.take(follower_id, limit, self._settings.follow_rate_window_seconds))
+        self._hold(take)
         try:
             private = await self._reads.is_private(followee_id)
             grant = await asyncio.shield(take)
@@ -143,8 +148,11 @@ class GraphService:
     def _give_back_taken(self, follower_id: int, take: asyncio.Future[BudgetGrant]) -> None:
         if take.cancelled() or take.exception() is not None or not take.result().counted:
             return
-        task = asyncio.ensure_future(self._budget.give_back(follower_id, take.result().ticket))
-        self._returns.add(task)  # held until done: the loop keeps only a weak reference
+        self._hold(asyncio.ensure_future(self._budget.give_back(follower_id, take.result().ticket)))
+
+    def _hold(self, task: asyncio.Future[Any]) -> None:
+        """Keep a background task until it is done: the loop keeps only a weak reference."""
+        self._returns.add(task)
         task.add_done_callback(self._returns.discard)
 
     async def _refuse_unless_made(self, follower_id: int, followee_id: int, grant: BudgetGrant) -> None:

@@ -78,7 +78,8 @@ class FollowState(Enum):
 @dataclass(frozen=True, slots=True)
 class FollowResult:
     """``at_us`` is when the edge (FOLLOWING) or the pending request (REQUESTED) was made;
-    ``created`` is False when the call found it already there."""
+    ``created`` is False when the call found it already there, or made the follow by accepting
+    the follower's own earlier request (nothing new for the rate limit)."""
 
     created: bool
     at_us: int

@@ -34,7 +34,7 @@ R = TypeVar("R", bound=Runtime)
 
 def run_until_signal(build: Callable[[Settings], Awaitable[R]], settings: Settings) -> None:
     """Build the runtime, run it until SIGTERM or SIGINT, then close it; SIGHUP reloads a runtime
-    that can (the server's callers file)."""
+    that can (the server's callers file) and is ignored by the others (the consumers)."""
 
     async def main() -> None:
         stop = asyncio.Event()

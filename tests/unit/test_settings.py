@@ -227,6 +227,9 @@ AWS = {"SG_DYNAMODB_ENDPOINT": ""}
             {"SG_DYNAMODB_ENDPOINT": "https://vpce-0a1b.dynamodb.eu-west-1.vpce.amazonaws.com:443"},
             "SG_AUTH_TOKENS_FILE",
         ),
+        ({"SG_DYNAMODB_ENDPOINT": "https://dynamodb.us-east-1.amazonaws.com."}, "SG_AUTH_TOKENS_FILE"),
+        ({"SG_DYNAMODB_ENDPOINT": "https://dynamodb.corp.example:8443"}, "SG_AUTH_TOKENS_FILE"),
+        ({"SG_DYNAMODB_ENDPOINT": "http://10.0.0.5:8000"}, "SG_AUTH_TOKENS_FILE"),
     ],
     ids=[
         "auth off",
@@ -235,6 +238,9 @@ AWS = {"SG_DYNAMODB_ENDPOINT": ""}
         "the development secret",
         "fips endpoint",
         "vpc endpoint",
+        "trailing dot",
+        "a proxy",
+        "another host",
     ],
 )
 def test_serving_aws_tables_insecurely_is_refused(env: dict[str, str], message: str) -> None:
@@ -247,10 +253,12 @@ def test_serving_aws_tables_insecurely_is_refused(env: dict[str, str], message: 
     "env",
     [
         {"SG_DYNAMODB_ENDPOINT": "http://127.0.0.1:8000"},
+        {"SG_DYNAMODB_ENDPOINT": "http://localhost:8000"},
+        {"SG_DYNAMODB_ENDPOINT": "http://[::1]:8000"},
         {**AWS, "SG_AUTH_TOKENS_FILE": "callers.toml", "SG_PAGE_TOKEN_SECRET": "s"},
         {**AWS, "SG_AUTH_DISABLED": "true", "SG_PAGE_TOKEN_SECRET": "s"},
     ],
-    ids=["local stack, no setup", "aws with callers and a secret", "aws open on purpose"],
+    ids=["local stack, no setup", "localhost", "ipv6 loopback", "aws with callers and a secret", "aws open on purpose"],
 )
 def test_serving_is_allowed_locally_and_when_secured(env: dict[str, str]) -> None:
     """The local stack needs no setup; AWS with auth (or auth disabled on purpose) and a secret starts."""

@@ -31,12 +31,19 @@ def test_a_minted_token_is_found_by_its_entry_and_only_it() -> None:
     assert len(token) > 40
 
 
-@pytest.mark.parametrize("text", ["", "# nobody yet\n", "caller = []\n"])
-def test_a_file_without_callers_is_refused(text: str) -> None:
-    """An empty (or half-written) file would lock every caller out: it is refused like any mistake,
-    so at start the server does not run and on reload the callers in force stay."""
-    with pytest.raises(CallersFileError, match="no \\[\\[caller\\]\\] table"):
+@pytest.mark.parametrize("text", ["", "  \n\n"])
+def test_an_empty_file_is_refused(text: str) -> None:
+    """An empty file is most often one caught while being rewritten: refused like any mistake, so
+    at start the server does not run and on reload the callers in force stay."""
+    with pytest.raises(CallersFileError, match="empty"):
         CallerTable.parse(text)
+
+
+def test_a_file_with_no_callers_but_a_comment_revokes_everyone() -> None:
+    """Removing the last caller (leaving a comment) is taken: every token is then unknown."""
+    table = CallerTable.parse("# no callers: all revoked\n")
+    assert len(table) == 0
+    assert table.find("secret-token") is None
 
 
 @pytest.mark.parametrize(

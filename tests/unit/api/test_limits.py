@@ -128,14 +128,34 @@ async def test_a_limit_of_zero_turns_it_off() -> None:
     assert sum(1 for a, _ in unlimited.graph.edges if a == 1) == 28
 
 
-async def test_a_failure_after_taking_gives_the_ticket_back(limited: Limited) -> None:
+async def test_a_failure_of_unknown_outcome_keeps_the_ticket(limited: Limited) -> None:
+    """A write that fails or is cancelled may have committed (boto3 finishes it on its thread):
+    the ticket stays counted, so a caller cannot make uncounted follows by cutting calls short."""
+
     async def failing(name: str) -> None:
         raise ConnectionError("the store went away")
 
     limited.graph.before_write = failing
     with pytest.raises(ConnectionError):
         await limited.service.follow(1, 2)
-    assert limited.spent(1) == 0
+    assert limited.spent(1) == 1
+
+
+async def test_a_follow_cancelled_during_its_write_stays_counted(limited: Limited) -> None:
+    """The write commits and the caller's deadline passes before the answer: still counted."""
+    committed, answer = asyncio.Event(), asyncio.Event()
+
+    async def slow_commit(name: str) -> None:
+        committed.set()
+        await answer.wait()
+
+    limited.graph.before_write = slow_commit
+    follow = asyncio.create_task(limited.service.follow(1, 2))
+    await asyncio.wait_for(committed.wait(), 5)
+    follow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await follow
+    assert limited.spent(1) == 1
 
 
 # -- the following cap ---------------------------------------------------------------------------
