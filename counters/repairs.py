@@ -45,6 +45,8 @@ class CacheRepairer:
         self._debts = debts
         self._unsaved: list[list[EdgeChange]] = []
         self._retry: asyncio.Task[None] | None = None
+        self._owed_since_look = False
+        """Set by ``start``: a repair was owed after the settling task last looked at the debts."""
 
     async def _attempt(self, changes: list[EdgeChange], counts: dict[int, Counts]) -> bool:
         assert self._cache is not None
@@ -107,15 +109,23 @@ class CacheRepairer:
 
     def start(self) -> None:
         """Settle owed repairs in the background, retrying until Redis answers."""
-        if self._cache is not None and (self._retry is None or self._retry.done()):
+        if self._cache is None:
+            return
+        self._owed_since_look = True
+        if self._retry is None or self._retry.done():
             self._retry = asyncio.create_task(self._settle_until_done())
 
     async def _settle_until_done(self) -> None:
-        for attempt in itertools.count():
-            if await self.settle():
-                log.info("cache_repair_caught_up", attempts=attempt + 1)
-                return
-            await asyncio.sleep(0.5)  # Redis is unreachable: the circuit breaker's pace
+        attempts = itertools.count(1)
+        # A debt added while ``settle`` runs (a repair that failed just before Redis came back) may
+        # be missed by it: ``start`` then finds this task still running and only marks it owed, so
+        # settle again until nothing was owed since the last look.
+        while self._owed_since_look:
+            self._owed_since_look = False
+            while not await self.settle():
+                next(attempts)
+                await asyncio.sleep(0.5)  # Redis is unreachable: the circuit breaker's pace
+        log.info("cache_repair_caught_up", attempts=next(attempts))
 
     async def aclose(self) -> None:
         """Stop settling in the background; what is still owed stays stored as debts (the cache
