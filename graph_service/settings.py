@@ -70,11 +70,12 @@ class Settings:
     """ListKnownFollowers/ListMutualFollows load the viewer's followees into memory only below this."""
     page_token_secret: str = field(default="", repr=False)
     """Comma-separated HMAC keys of page tokens, shared by all replicas: tokens are signed with the first
-    and accepted with any (rotation). Empty: a development key, allowed only with SG_DYNAMODB_ENDPOINT."""
+    and accepted with any (rotation). Empty: a development key, allowed only with a DynamoDB endpoint
+    on this machine (see ``on_aws``)."""
     auth_tokens_file: str = ""
     """TOML file of the callers and their scopes (SPEC §7.1); empty: no authentication (the local stack)."""
     auth_disabled: bool = False
-    """Say on purpose that a server against AWS runs without SG_AUTH_TOKENS_FILE (it refuses otherwise)."""
+    """Say on purpose that a server against real tables (see ``on_aws``) runs without SG_AUTH_TOKENS_FILE."""
     auth_reload_seconds: float = 1.0
     """How often the callers file is checked for changes (SIGHUP re-reads it at once)."""
     tls_cert_file: str = ""
