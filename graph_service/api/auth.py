@@ -15,6 +15,7 @@ from pathlib import Path
 import structlog
 
 from graph_service.api.callers import Caller, CallersFileError, CallerTable
+from graph_service.api.file_stamps import stamp
 from graph_service.domain.errors import MissingScope, Unauthenticated
 
 __all__ = ["OUR_PACKAGE", "SCOPE_OF", "Authenticator", "CallersFile", "required_scope"]
@@ -95,21 +96,14 @@ class Authenticator:
             raise MissingScope(caller.name, scope, method)
 
 
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size, stat.st_ino
-
-
 class CallersFile:
     """``SG_AUTH_TOKENS_FILE``: read at start (a bad file stops the start), then re-read when it
-    changes or on SIGHUP; a bad new version is logged and the callers in force stay."""
+    changes (looked at ``every`` seconds) or on SIGHUP; a bad new version is logged and the callers in force stay."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, every: float) -> None:
         self.path = Path(path)
-        self._seen = _signature(self.path)
+        self._every = every
+        self._seen = stamp(self.path)
         self.authenticator = Authenticator(self._read())
         log.info("callers_loaded", path=str(self.path), callers=len(self.authenticator.callers))
 
@@ -125,7 +119,7 @@ class CallersFile:
 
     def reload(self) -> bool:
         """Read the file again; True if the new callers are in force."""
-        self._seen = _signature(self.path)
+        self._seen = stamp(self.path)
         try:
             table = self._read()
         except CallersFileError as exc:
@@ -137,10 +131,10 @@ class CallersFile:
             log.warning("no_callers", path=str(self.path), hint="every call is refused until a caller is added")
         return True
 
-    async def watch(self, stop: asyncio.Event, every: float) -> None:
+    async def watch(self, stop: asyncio.Event) -> None:
         """Re-read the file whenever its modification time, size or inode changes, until ``stop``."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every)
-            if not stop.is_set() and _signature(self.path) != self._seen:
+                await asyncio.wait_for(stop.wait(), self._every)
+            if not stop.is_set() and stamp(self.path) != self._seen:
                 self.reload()

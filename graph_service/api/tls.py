@@ -15,6 +15,8 @@ from pathlib import Path
 import grpc
 import structlog
 
+from graph_service.api.file_stamps import Stamp, stamp
+
 __all__ = ["CertificateFiles", "TlsFilesError", "server_credentials"]
 
 log = structlog.get_logger(__name__)
@@ -35,16 +37,8 @@ class CertificateFiles:
         except (OSError, ValueError) as exc:
             raise TlsFilesError(f"cannot read the TLS files: {exc}") from exc
 
-    def _signature(self) -> tuple[tuple[int, int, int], ...]:
-        signature = []
-        for path in self._paths:
-            try:
-                stat = path.stat()
-            except OSError:
-                signature.append((-1, -1, -1))
-                continue
-            signature.append((stat.st_mtime_ns, stat.st_size, stat.st_ino))
-        return tuple(signature)
+    def _signature(self) -> tuple[Stamp, ...]:
+        return tuple(stamp(path) for path in self._paths)
 
     def _configuration(self) -> grpc.ServerCertificateConfiguration:
         """The files' contents, checked first with OpenSSL (PEM, the key matches the certificate and

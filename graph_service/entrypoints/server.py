@@ -43,7 +43,6 @@ class ServerRuntime:
     """The callers file in force (None: auth is off)."""
     budget: RedisFollowBudget | None = None
     """The follow rate limit's ledger (None: the limit is off); ``failed_open`` counts follows let through."""
-    reload_seconds: float = 1.0
 
     @property
     def port(self) -> int:
@@ -53,7 +52,7 @@ class ServerRuntime:
         if self.callers is None:
             await stop.wait()
         else:
-            await self.callers.watch(stop, self.reload_seconds)
+            await self.callers.watch(stop)
         log.info("shutdown_requested")
 
     def reload(self) -> None:
@@ -89,7 +88,11 @@ async def build_server(settings: Settings) -> ServerRuntime:
     ``SettingsError`` / ``CallersFileError`` / ``TlsFilesError`` if it would serve unsafely or
     its security files cannot be used (nothing is built then)."""
     settings.check_serving()
-    callers = CallersFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
+    callers = (
+        CallersFile(settings.auth_tokens_file, every=settings.auth_reload_seconds)
+        if settings.auth_tokens_file
+        else None
+    )
     credentials = (
         server_credentials(settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file)
         if settings.tls_cert_file
@@ -133,7 +136,7 @@ async def build_server(settings: Settings) -> ServerRuntime:
     except BaseException:
         await _close_all(closers)
         raise
-    return ServerRuntime(grpc, cache, closers, callers, budget, settings.auth_reload_seconds)
+    return ServerRuntime(grpc, cache, closers, callers, budget)
 
 
 def _closing(dynamo: AsyncDynamo) -> Closer:
