@@ -12,13 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
-__all__ = ["Settings", "SettingsError"]
+__all__ = ["LOG_LEVELS", "PortInUse", "Settings", "SettingsError"]
 
 DEV_PAGE_TOKEN_SECRET = "socialgraph-local-development-secret"  # noqa: S105 - the documented local default
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 class SettingsError(ValueError):
     """An environment variable holds a value that cannot be used."""
+
+
+class PortInUse(RuntimeError):
+    """A listen address from the settings (gRPC, metrics) could not be bound."""
 
 
 def _bool(raw: str) -> bool:
@@ -28,6 +35,11 @@ def _bool(raw: str) -> bool:
     if value in {"0", "false", "no", "off", ""}:
         return False
     raise SettingsError(f"not a boolean: {raw!r}")
+
+
+def _is_host_port(address: str) -> bool:
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host) and port.isdigit() and 0 <= int(port) <= 65_535
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +107,12 @@ class Settings:
     shutdown_grace_seconds: float = 10.0
     """How long SIGTERM waits for in-flight calls before cancelling them."""
     log_level: str = "info"
-    """Minimum log level (debug, info, warning, error)."""
+    """Minimum log level: debug, info, warning, error or critical (any case)."""
+    metrics_address: str = ""
+    """Where the process serves Prometheus metrics, ``/healthz`` and ``/readyz`` (host:port; port 0 picks a
+    free one). Empty: 127.0.0.1 and the process's own port: serve 9464, counters 9465, relay 9466, fanout 9467."""
+    metrics_base_port: int = 9464
+    """``socialgraph up`` puts the metrics of serve, counters, relay and fanout on this port and the next three."""
     stream_poll_seconds: float = 0.25
     """Idle wait of a stream consumer between empty GetRecords calls."""
     shard_refresh_seconds: float = 5.0
@@ -203,6 +220,12 @@ class Settings:
             raise SettingsError("SG_FOLLOW_RATE_LIMIT and SG_MAX_FOLLOWING must not be negative (0 turns them off)")
         if self.follow_rate_window_seconds < 1:
             raise SettingsError("SG_FOLLOW_RATE_WINDOW_SECONDS must be at least 1")
+        if self.log_level.strip().lower() not in LOG_LEVELS:
+            raise SettingsError(f"SG_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)} (not {self.log_level!r})")
+        if not 1 <= self.metrics_base_port <= 65_532:
+            raise SettingsError("SG_METRICS_BASE_PORT must be a port with three more after it (1-65532)")
+        if self.metrics_address and not _is_host_port(self.metrics_address):
+            raise SettingsError(f"SG_METRICS_ADDRESS must be host:port (not {self.metrics_address!r})")
         if self.auth_reload_seconds <= 0:
             raise SettingsError("SG_AUTH_RELOAD_SECONDS must be positive")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):

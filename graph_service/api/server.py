@@ -23,16 +23,13 @@ from graph_service.api.service import GraphService
 from graph_service.api.servicer import SocialGraphServicer
 from graph_service.api.timeline_service import TimelineService
 from graph_service.api.timeline_servicer import TimelineServicer
+from graph_service.settings import PortInUse
 
 __all__ = ["SERVICE_NAME", "TIMELINE_SERVICE_NAME", "GrpcServer", "PortInUse", "start_grpc_server"]
 
 log = structlog.get_logger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SocialGraphService"].full_name
 TIMELINE_SERVICE_NAME = timeline_pb2.DESCRIPTOR.services_by_name["TimelineService"].full_name
-
-
-class PortInUse(RuntimeError):
-    """The listen address could not be bound."""
 
 
 @dataclass

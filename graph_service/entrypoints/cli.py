@@ -6,34 +6,24 @@ import argparse
 import asyncio
 import json
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable
-
-from botocore.exceptions import ClientError
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 
 from graph_service.domain.errors import DomainError
+from graph_service.entrypoints.exits import Exit, classify
 from graph_service.entrypoints.logging import configure_logging
 from graph_service.entrypoints.runtime import Runtime, run_until_signal
+from graph_service.entrypoints.settings_help import settings_epilog
 from graph_service.settings import Settings, SettingsError
 
 __all__ = ["main"]
 
 
 def _run(build: Callable[[Settings], Awaitable[Runtime]], settings: Settings) -> int:
-    """Run a long-lived process until SIGTERM or SIGINT; a start that fails is one line and exit 2."""
-    from graph_service.api.callers import CallersFileError
-    from graph_service.api.server import PortInUse
-
-    try:
-        run_until_signal(build, settings)
-    except PortInUse as exc:
-        print(f"socialgraph serve: {exc}", file=sys.stderr)
-        return 2
-    except (SettingsError, CallersFileError) as exc:  # unsafe against AWS, or a bad callers file
-        print(f"socialgraph: bad configuration: {exc}", file=sys.stderr)
-        return 2
-    except (RuntimeError, ClientError, DomainError) as exc:  # a missing table, Kafka or Redis unreachable
-        print(f"socialgraph: {exc}", file=sys.stderr)
-        return 2
+    """Run a long-lived process until SIGTERM or SIGINT (a start that fails ends in ``main``)."""
+    run_until_signal(build, settings)
     return 0
 
 
@@ -70,15 +60,9 @@ def _create_tables(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _create_topics(settings: Settings, args: argparse.Namespace) -> int:
-    from aiokafka.errors import KafkaError
-
     from graph_service.events.kafka import ensure_topics
 
-    try:
-        created = asyncio.run(ensure_topics(settings))
-    except (KafkaError, RuntimeError) as exc:
-        print(f"socialgraph create-topics: Kafka at {settings.kafka_bootstrap_servers}: {exc}", file=sys.stderr)
-        return 2
+    created = asyncio.run(ensure_topics(settings))
     print(f"created: {', '.join(created) or 'nothing (all topics exist)'}")
     return 0
 
@@ -146,35 +130,214 @@ def _post_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 Handler = Callable[[Settings, argparse.Namespace], int]
-COMMANDS: dict[str, tuple[str, Handler, Callable[[argparse.ArgumentParser], None] | None]] = {
-    "up": ("run the whole local stack in the foreground (Ctrl-C stops it)", _up, None),
-    "serve": ("run the gRPC service", _serve, None),
-    "counters": ("run the counts consumer of the followers table's stream", _counters, None),
-    "relay": ("relay committed tweets and follows from DynamoDB Streams to Kafka", _relay, None),
-    "fanout": ("run a fanout worker (TweetCreated -> home timelines)", _fanout, None),
-    "post": ("post a tweet (a PutItem into the tweets table) and print its ID", _post, _post_arguments),
-    "create-tables": ("create the DynamoDB tables if missing (idempotent)", _create_tables, None),
-    "create-topics": ("create the Kafka topics if missing (idempotent)", _create_topics, None),
-    "token": (
+Arguments = Callable[[argparse.ArgumentParser], None]
+
+# The settings each command reads, by what it talks to (listed in each command's --help).
+LOGS = ("log_level",)
+DYNAMODB = ("dynamodb_endpoint", "aws_region", "table_prefix", "dynamodb_max_workers")
+REDIS = ("redis_url", "redis_cluster", "redis_timeout_seconds", "redis_max_connections")
+CACHE = (*REDIS, "cache_ttl_seconds", "adjacency_cache_limit")
+KAFKA = (
+    "kafka_bootstrap_servers",
+    "kafka_security_protocol",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_sasl_password",
+    "kafka_ssl_cafile",
+    "kafka_client_id",
+)
+TOPICS = ("tweets_topic", "graph_events_topic")
+TIMELINES = ("timeline_redis_url", "timeline_redis_cluster", "timeline_cap", "recent_tweets_cap")
+STREAMS = ("stream_poll_seconds", "shard_refresh_seconds")
+METRICS = ("metrics_address",)
+PROCESS = (*LOGS, *METRICS, "shutdown_grace_seconds")
+AUTH = ("auth_tokens_file", "auth_disabled", "auth_reload_seconds")
+TLS = ("tls_cert_file", "tls_key_file", "tls_client_ca_file")
+LIMITS = ("follow_rate_limit", "follow_rate_window_seconds", "max_following")
+SERVING = (
+    "grpc_address",
+    "page_token_secret",
+    "default_page_size",
+    "max_page_size",
+    "max_batch_size",
+    "suggest_followee_sample",
+    "suggest_per_followee",
+    "suggest_cache_ttl_seconds",
+    "intersection_candidate_limit",
+    "tweet_author_ttl_seconds",
+    "celebrity_threshold",
+    "celebrity_refresh_seconds",
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    summary: str
+    """One line, in ``socialgraph --help``."""
+    description: str
+    """What it does, at the top of its own ``--help``."""
+    reads: tuple[str, ...]
+    """The settings it reads (``Settings`` field names), listed with their variables in its ``--help``."""
+    handler: Handler
+    arguments: Arguments | None = None
+
+
+def _lazy(module: str) -> tuple[Handler, Arguments]:
+    """The ``run`` and ``arguments`` of a command that lives in a module of its own, imported only
+    when that command is chosen or its help is built."""
+
+    def run(settings: Settings, args: argparse.Namespace) -> int:
+        handler: Handler = getattr(__import__(module, fromlist=["run"]), "run")  # noqa: B009
+        return handler(settings, args)
+
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        getattr(__import__(module, fromlist=["arguments"]), "arguments")(parser)  # noqa: B009
+
+    return run, arguments
+
+
+COMMANDS: dict[str, Command] = {
+    "up": Command(
+        "run the whole local stack in the foreground (Ctrl-C stops it)",
+        "Start DynamoDB Local, Redis and a Kafka broker on this machine (installing what is missing), create"
+        " the tables and topics, then run serve, counters, relay and fanout, and print how to call the"
+        " service with grpcurl and where each process's metrics are. Settings in the environment (auth,"
+        " limits, metrics) reach every process it starts; the endpoints of the local servers are its own.",
+        (*PROCESS, "metrics_base_port", *AUTH, *TLS, *LIMITS, "grpc_address", "topic_partitions"),
+        _up,
+    ),
+    "serve": Command(
+        "run the gRPC service",
+        "Serve SocialGraphService and TimelineService (with gRPC health and reflection) until SIGTERM or"
+        " SIGINT, draining in-flight calls; SIGHUP re-reads the callers file.",
+        (*PROCESS, *DYNAMODB, *CACHE, *TIMELINES, *AUTH, *TLS, *LIMITS, *SERVING),
+        _serve,
+    ),
+    "counters": Command(
+        "run the counts consumer of the followers table's stream",
+        "Read the followers table's DynamoDB stream and keep followers_count and following_count in the"
+        " users table exact (each change counted once), repairing the count cache as it goes.",
+        (*PROCESS, *DYNAMODB, *CACHE, *STREAMS, "counters_consumer_name"),
+        _counters,
+    ),
+    "relay": Command(
+        "relay committed tweets and follows from DynamoDB Streams to Kafka",
+        "Read the tweets and followers tables' streams and produce TweetCreated and FollowEvent records to"
+        " Kafka, in commit order per key, each change at least once.",
+        (*PROCESS, *DYNAMODB, *STREAMS, "relay_consumer_name", *KAFKA, *TOPICS),
+        _relay,
+    ),
+    "fanout": Command(
+        "run a fanout worker (TweetCreated -> home timelines)",
+        "Consume TweetCreated records (one consumer group, partitions shared among the workers) and push"
+        " each tweet onto its author's followers' home timelines in Redis; authors with many followers"
+        " are left to be pulled at read time.",
+        (*PROCESS, *DYNAMODB, *KAFKA, *TOPICS, "fanout_group", "fanout_batch_size", "celebrity_threshold", *TIMELINES),
+        _fanout,
+    ),
+    "post": Command(
+        "post a tweet (a PutItem into the tweets table) and print its ID",
+        "Write one tweet into the tweets table; the relay and fanout take it from there.",
+        (*LOGS, *DYNAMODB),
+        _post,
+        _post_arguments,
+    ),
+    "create-tables": Command(
+        "create the DynamoDB tables if missing (idempotent)",
+        "Create the project's tables (with their streams) if they do not exist yet; existing tables are left"
+        " as they are.",
+        (*LOGS, *DYNAMODB),
+        _create_tables,
+    ),
+    "create-topics": Command(
+        "create the Kafka topics if missing (idempotent)",
+        "Create the Kafka topics of the relay and fanout if they do not exist yet.",
+        (*LOGS, *KAFKA, *TOPICS, "topic_partitions", "topic_replication_factor"),
+        _create_topics,
+    ),
+    "reconcile": Command(
+        "compare users' counters with the edge table (--fix corrects them)",
+        "Count each user's followers and followees in the edge tables, compare with the counters in the"
+        " users table, print one line per drifted user and a summary. --fix writes the true counts,"
+        " guarded by the counter's version so that a concurrent counters consumer update is never lost,"
+        " and repairs the count cache. Exit 1 when drift was found and not fixed.",
+        (*LOGS, *DYNAMODB, *REDIS),
+        *_lazy("graph_service.entrypoints.reconcile"),
+    ),
+    "fsck": Command(
+        "check the graph's invariants (and the cache against the store)",
+        "Check every invariant of the edge tables (both directions present with the same time, order items"
+        " paired with membership items, no edge and request in one direction, nothing across a block,"
+        " counters equal to edge counts) and that cached entries equal the store; report each violation"
+        " by kind and user, and a summary. Exit 1 when a violation was found.",
+        (*LOGS, *DYNAMODB, *CACHE),
+        *_lazy("graph_service.entrypoints.fsck"),
+    ),
+    "import": Command(
+        "load an edge list from a CSV file (idempotent, resumable)",
+        "Load follower_id,followee_id[,followed_at] rows (header optional) into the edge tables with the"
+        " same items and rules as Follow, in batched transactions; bad rows go to a reject file with their"
+        " line numbers. Running it again after an interruption continues where it stopped.",
+        (*LOGS, *DYNAMODB, "max_following"),
+        *_lazy("graph_service.entrypoints.importer"),
+    ),
+    "token": Command(
         "mint a caller's bearer token and print the [[caller]] entry for SG_AUTH_TOKENS_FILE",
+        "Make a random bearer token and print it once, with the [[caller]] entry (its SHA-256, never the"
+        " token) to append to the callers file.",
+        ("auth_tokens_file",),
         _token,
         _token_arguments,
     ),
 }
 
 
+def package_version() -> str:
+    try:
+        return version("socialgraph")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="socialgraph",
+        description="The follow graph service and its stream consumers. Every setting is an SG_* environment variable.",
+        epilog="exit codes: 0 success, 1 a check found problems, 2 usage or configuration error,"
+        " 3 a dependency is unreachable",
+    )
+    parser.add_argument("--version", action="version", version=f"socialgraph {package_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        child = sub.add_parser(
+            name,
+            help=command.summary,
+            description=textwrap.fill(command.description, width=100),
+            epilog=settings_epilog(command.reads),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if command.arguments is not None:
+            command.arguments(child)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="socialgraph", description="The follow graph service.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, (help_text, _, arguments) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text)
-        if arguments is not None:
-            arguments(command)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
-        print(f"socialgraph: bad configuration: {exc}", file=sys.stderr)
-        return 2
+        print(f"socialgraph {args.command}: bad configuration: {exc}", file=sys.stderr)
+        return Exit.CONFIGURATION
     configure_logging(settings.log_level)
-    return COMMANDS[args.command][1](settings, args)
+    try:
+        return COMMANDS[args.command].handler(settings, args)
+    except KeyboardInterrupt:
+        print(f"socialgraph {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        known = classify(exc)
+        if known is None:
+            raise
+        code, line = known
+        print(f"socialgraph {args.command}: {line}", file=sys.stderr)
+        return code

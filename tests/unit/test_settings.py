@@ -25,7 +25,11 @@ def test_defaults_need_no_environment() -> None:
 def test_every_field_can_be_set_from_its_env_var() -> None:
     """Each field can be set through SG_<FIELD NAME> and the value arrives with the field's type."""
     samples = {bool: ("true", True), int: ("700", 700), float: ("0.5", 0.5), str: ("custom-value", "custom-value")}
-    enumerated = {"kafka_security_protocol": ("SSL", "SSL")}  # fields that take one of a few values
+    enumerated = {  # fields that take one of a few values, or a shape
+        "kafka_security_protocol": ("SSL", "SSL"),
+        "log_level": ("WARNING", "WARNING"),
+        "metrics_address": ("0.0.0.0:9999", "0.0.0.0:9999"),
+    }
     tls = {"SG_TLS_CERT_FILE": "c.pem", "SG_TLS_KEY_FILE": "k.pem"}  # fields that need their companions
     companions = {"tls_cert_file": tls, "tls_key_file": tls, "tls_client_ca_file": tls}
     for field in fields(Settings):
@@ -263,3 +267,20 @@ def test_serving_aws_tables_insecurely_is_refused(env: dict[str, str], message: 
 def test_serving_is_allowed_locally_and_when_secured(env: dict[str, str]) -> None:
     """The local stack needs no setup; AWS with auth (or auth disabled on purpose) and a secret starts."""
     Settings.from_env(env).check_serving()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SG_LOG_LEVEL", "loud", "SG_LOG_LEVEL must be one of debug, info, warning, error, critical"),
+        ("SG_LOG_LEVEL", "", "SG_LOG_LEVEL must be one of"),
+        ("SG_METRICS_ADDRESS", "9464", "SG_METRICS_ADDRESS must be host:port"),
+        ("SG_METRICS_ADDRESS", "127.0.0.1:http", "SG_METRICS_ADDRESS must be host:port"),
+        ("SG_METRICS_ADDRESS", "127.0.0.1:70000", "SG_METRICS_ADDRESS must be host:port"),
+        ("SG_METRICS_BASE_PORT", "65534", "SG_METRICS_BASE_PORT must be a port with three more after it"),
+        ("SG_METRICS_BASE_PORT", "0", "SG_METRICS_BASE_PORT must be a port"),
+    ],
+)
+def test_log_level_and_metrics_addresses_are_checked(variable: str, value: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env({variable: value})

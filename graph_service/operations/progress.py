@@ -1,0 +1,118 @@
+"""Progress of a long operator run: a bar with rate and ETA on a terminal, JSON lines otherwise.
+
+On a terminal (stderr is a TTY) it is a ``rich`` progress bar. Anywhere else (CI, a pod's log, a
+pipe) it is a ``progress`` log line every ``every_seconds`` and one at the end, through the same
+structlog JSON as every other line, so a log shipper reads it like the rest.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol, TextIO
+
+import structlog
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+__all__ = ["Meter", "meter"]
+
+log = structlog.get_logger(__name__)
+
+
+class Meter(Protocol):
+    def advance(self, done: int = 1) -> None:
+        """``done`` more units of work are finished."""
+        ...
+
+    def total(self, total: int | None) -> None:
+        """The total is (now) known, or unknown (None: a bar without an end, still with a rate)."""
+        ...
+
+
+class _RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f}/s" if speed else "-/s")
+
+
+class _BarMeter:
+    def __init__(self, progress: Progress, task_id: int) -> None:
+        self._progress = progress
+        self._task_id = task_id
+
+    def advance(self, done: int = 1) -> None:
+        self._progress.advance(self._task_id, done)  # type: ignore[arg-type]
+
+    def total(self, total: int | None) -> None:
+        self._progress.update(self._task_id, total=total)  # type: ignore[arg-type]
+
+
+class _LogMeter:
+    def __init__(self, name: str, total: int | None, every_seconds: float) -> None:
+        self._name = name
+        self._total = total
+        self._every = every_seconds
+        self._done = 0
+        self._started = time.monotonic()
+        self._last = self._started
+
+    def advance(self, done: int = 1) -> None:
+        self._done += done
+        now = time.monotonic()
+        if now - self._last >= self._every:
+            self._last = now
+            self.report("progress")
+
+    def total(self, total: int | None) -> None:
+        self._total = total
+
+    def report(self, event: str) -> None:
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        rate = self._done / elapsed
+        fields: dict[str, object] = {"task": self._name, "done": self._done, "rate_per_second": round(rate, 1)}
+        if self._total is not None:
+            fields["total"] = self._total
+            if rate > 0:
+                fields["eta_seconds"] = round(max(self._total - self._done, 0) / rate, 1)
+        fields["elapsed_seconds"] = round(elapsed, 1)
+        log.info(event, **fields)
+
+
+@contextmanager
+def meter(
+    name: str, total: int | None = None, *, stream: TextIO | None = None, every_seconds: float = 10.0
+) -> Iterator[Meter]:
+    """A progress meter for ``name`` (e.g. "import"), closed (a final line or a full bar) on exit."""
+    out = sys.stderr if stream is None else stream
+    if out.isatty():
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _RateColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=Console(file=out),
+            transient=False,
+        ) as progress:
+            yield _BarMeter(progress, int(progress.add_task(name, total=total)))
+        return
+    logged = _LogMeter(name, total, every_seconds)
+    try:
+        yield logged
+    finally:
+        logged.report("progress_done")
