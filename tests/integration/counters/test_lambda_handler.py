@@ -37,7 +37,15 @@ def batch(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def lambda_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+def logging_levels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The levels the handler configured its JSON logging with (the session's logging stays)."""
+    levels: list[str] = []
+    monkeypatch.setattr(lambda_handler, "configure_logging", lambda level, **_: levels.append(level))
+    return levels
+
+
+@pytest.fixture
+def lambda_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, logging_levels: list[str]) -> Settings:
     """The Lambda's configuration: the same SG_* variables as every other process."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
@@ -131,10 +139,14 @@ async def test_large_batch_of_distinct_users_is_counted_once_even_when_delivered
 
 
 async def test_a_container_builds_its_clients_once_and_again_only_for_a_new_configuration(
-    lambda_env: Settings, stub: pb_grpc.SocialGraphServiceStub, monkeypatch: pytest.MonkeyPatch
+    lambda_env: Settings,
+    stub: pb_grpc.SocialGraphServiceStub,
+    monkeypatch: pytest.MonkeyPatch,
+    logging_levels: list[str],
 ) -> None:
     """Invocations on one container (one thread) share the DynamoDB and Redis clients of the first;
-    a changed SG_* configuration builds them anew. Every invocation still counts."""
+    a changed SG_* configuration builds them anew, and its JSON logging with SG_LOG_LEVEL. Every
+    invocation still counts."""
     builds: list[Settings] = []
     real_build = lambda_handler.build_lambda
 
@@ -149,7 +161,10 @@ async def test_a_container_builds_its_clients_once_and_again_only_for_a_new_conf
         for part in (records[:2], records[2:4], records[4:6]):
             assert await loop.run_in_executor(container, handler, batch(part), None) == {"batchItemFailures": []}
         assert len(builds) == 1
+        assert logging_levels == ["warning"]
         monkeypatch.setenv("SG_CACHE_TTL_SECONDS", "3600")
+        monkeypatch.setenv("SG_LOG_LEVEL", "error")
         await loop.run_in_executor(container, handler, batch(records[:6]), None)  # a replay: counts nothing
         assert [b.cache_ttl_seconds for b in builds] == [lambda_env.cache_ttl_seconds, 3600]
+        assert logging_levels == ["warning", "error"]
     assert await counts(stub, sorted(AFTER_FIRST_SIX)) == AFTER_FIRST_SIX

@@ -492,8 +492,8 @@ async def test_create_topics_creates_them_once(kafka_broker: str) -> None:
     assert second.out.strip() == "created: nothing (all topics exist)"
 
     unreachable = await socialgraph(command_env(SG_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1"), "create-topics")
-    assert unreachable.code == 2
-    assert "Kafka at 127.0.0.1:1" in unreachable.err
+    assert unreachable.code == 3  # a dependency is unreachable (SPEC §7)
+    assert "a dependency is unreachable: Kafka at 127.0.0.1:1" in unreachable.err
     assert "Traceback" not in unreachable.err
 
     settings = replace(Settings(), kafka_bootstrap_servers=kafka_broker)

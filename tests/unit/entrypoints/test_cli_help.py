@@ -1,0 +1,146 @@
+"""What an operator sees of the ``socialgraph`` command: ``--version``, each subcommand's help with
+the ``SG_*`` variables it reads, and one line with the right exit code for a bad setting."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+
+import pytest
+from socialgraph_devstack.settings import VARIABLES
+
+from graph_service.dynamodb import client as dynamodb_client
+from graph_service.entrypoints import cli
+from graph_service.entrypoints.settings_help import field_docs, settings_epilog
+from graph_service.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def _session_logging_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "configure_logging", lambda *args, **kwargs: None)
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["--version"])
+    assert ended.value.code == 0
+    assert capsys.readouterr().out.strip() == f"socialgraph {cli.package_version()}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", cli.package_version())
+
+
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_every_subcommand_help_says_what_it_does_and_lists_its_variables(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli.main([name, "--help"])
+    assert ended.value.code == 0
+    shown = capsys.readouterr().out
+    command = cli.COMMANDS[name]
+    assert " ".join(command.description.split()[:6]) in " ".join(shown.split())
+    assert "environment (SG_* variables this command reads):" in shown
+    listed = re.findall(r"^  (SG_[A-Z0-9_]+) \(default: ", shown, flags=re.MULTILINE)
+    local_stack = list(VARIABLES) if name == "up" else []  # where the local servers live
+    assert listed == [f"SG_{r.upper()}" for r in dict.fromkeys(command.reads)] + local_stack
+    assert "SG_LOG_LEVEL" in listed or name == "token"
+
+
+def test_every_setting_has_a_description_for_the_help() -> None:
+    documented = field_docs()
+    assert set(documented) == {f.name for f in fields(Settings)}
+    assert all(documented.values())
+
+
+def test_secrets_never_show_their_value_in_help() -> None:
+    shown = settings_epilog(["page_token_secret", "kafka_sasl_password", "redis_url", "redis_cluster"])
+    assert "SG_PAGE_TOKEN_SECRET (default: (empty))" in shown
+    assert "SG_KAFKA_SASL_PASSWORD (default: (empty))" in shown
+    assert "SG_REDIS_URL (default: redis://127.0.0.1:6379/0)" in shown
+    assert "SG_REDIS_CLUSTER (default: false)" in shown
+
+
+def test_a_command_listing_an_unknown_setting_is_caught() -> None:
+    with pytest.raises(ValueError, match="not a setting: no_such_thing"):
+        settings_epilog(["log_level", "no_such_thing"])
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SG_LOG_LEVEL": "chatty"}, "SG_LOG_LEVEL must be one of"),
+        ({"SG_MAX_PAGE_SIZE": "many"}, "SG_MAX_PAGE_SIZE"),
+        ({"SG_METRICS_ADDRESS": "nowhere"}, "SG_METRICS_ADDRESS must be host:port"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(
+    env: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["create-tables"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("socialgraph create-tables: bad configuration: ")
+    assert message in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["no-such-command"], ["post", "--author", "x"], []):
+        with pytest.raises(SystemExit) as ended:
+            cli.main(argv)
+        assert ended.value.code == 2
+    assert "usage: socialgraph" in capsys.readouterr().err
+
+
+def test_an_unreachable_dynamodb_is_exit_3_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Port 1 on loopback refuses at once: the one line names what could not be reached."""
+    monkeypatch.setenv("SG_DYNAMODB_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    assert cli.main(["create-tables"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "socialgraph create-tables: a dependency is unreachable: DynamoDB create_table: Could not connect" in err
+
+
+def test_an_unreachable_kafka_is_exit_3_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SG_KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    assert cli.main(["create-topics"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "socialgraph create-topics: a dependency is unreachable: Kafka at 127.0.0.1:1: " in err
+
+
+def test_missing_aws_credentials_are_configuration_not_an_outage(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(dynamodb_client, "_session", None)  # the process's session keeps found credentials
+    monkeypatch.setenv("SG_DYNAMODB_ENDPOINT", "http://127.0.0.1:1")
+    assert cli.main(["create-tables"]) == 2
+    assert "bad configuration: Unable to locate credentials" in capsys.readouterr().err
+
+
+def test_a_bug_is_exit_70_with_its_traceback_logged(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(settings: Settings, args: object) -> int:
+        raise KeyError("oops")
+
+    monkeypatch.setitem(
+        cli.COMMANDS, "create-tables", cli.COMMANDS["create-tables"].__class__("s", "d", ("log_level",), broken)
+    )
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        assert cli.main(["create-tables"]) == 70
+    assert "internal error: KeyError('oops')" in capsys.readouterr().err
+    assert [(e["event"], e["log_level"], e["exc_info"]) for e in logs] == [("internal_error", "critical", True)]
