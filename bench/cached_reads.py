@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -61,6 +62,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--followers", type=int, default=200)
     args = parser.parse_args()
+    # The service's /metrics on a free port (not 9464, which a running `socialgraph up` may hold).
+    os.environ.setdefault("SG_METRICS_ADDRESS", "127.0.0.1:0")
     with private_stack() as stack, tempfile.TemporaryDirectory() as tmp:
         asyncio.run(seed(stack.grpc_target, args.followers))
         echo_port = free_port()

@@ -19,7 +19,7 @@ from socialgraph_devstack.stack import local_environment
 from graph_service.dynamodb.tables import ensure_tables
 from graph_service.settings import Settings
 
-__all__ = ["Stack", "closed_loop", "private_stack", "start_process"]
+__all__ = ["Stack", "closed_loop", "private_stack", "start_process", "stop_process"]
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,12 @@ def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
         asyncio.run(ensure_tables(settings))
         if with_service:
             service = start_process(["-m", "graph_service", "serve"], env, base / "logs" / "serve.log")
-            cleanup.callback(_stop, service)
+            cleanup.callback(stop_process, service)
             wait_port(grpc_port)
         yield Stack(env=env, settings=settings, grpc_target=f"127.0.0.1:{grpc_port}")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
         process.wait(15)

@@ -12,6 +12,7 @@ from graph_service.domain.errors import Unavailable
 from graph_service.domain.fences import FenceRejected
 from graph_service.store.changes import EdgeChange, edge_changes, touched_pairs
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.telemetry.counters import CountersMetrics
 
 __all__ = ["CountersConsumer"]
 
@@ -22,10 +23,18 @@ MAX_ROUNDS = 20
 class CountersConsumer:
     """The handler of a ``StreamReader``: chunk, apply with the checkpoint as fence, repair."""
 
-    def __init__(self, applier: CounterApplier, checkpoints: CheckpointStore, repairer: CacheRepairer) -> None:
+    def __init__(
+        self,
+        applier: CounterApplier,
+        checkpoints: CheckpointStore,
+        repairer: CacheRepairer,
+        *,
+        metrics: CountersMetrics | None = None,
+    ) -> None:
         self._applier = applier
         self._checkpoints = checkpoints
         self._repairer = repairer
+        self._metrics = metrics if metrics is not None else CountersMetrics()
         self.applied_changes = 0
 
     async def redo_last_repairs(self) -> None:
@@ -67,6 +76,7 @@ class CountersConsumer:
                 log.warning("checkpoint_moved_elsewhere", shard_id=shard_id, now=committed)
                 continue
             self.applied_changes += len(todo)
+            self._metrics.applied.inc(len(todo))
             await self._repairer.repair(todo, counts)
             return end
         raise Unavailable(f"the checkpoint of shard {shard_id} kept moving under this consumer")

@@ -13,6 +13,7 @@ from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Counts
 from graph_service.store.changes import EdgeChange
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.telemetry.counters import CountersMetrics
 
 __all__ = ["CacheRepairer", "decode_note", "encode_note"]
 
@@ -39,8 +40,17 @@ class CacheRepairer:
     failed repairs are simply retried in memory.
     """
 
-    def __init__(self, cache: GraphCache | None, applier: CounterApplier, debts: CheckpointStore | None = None) -> None:
+    def __init__(
+        self,
+        cache: GraphCache | None,
+        applier: CounterApplier,
+        debts: CheckpointStore | None = None,
+        *,
+        metrics: CountersMetrics | None = None,
+    ) -> None:
         self._cache = cache
+        self._metrics = metrics if metrics is not None else CountersMetrics()
+        """``repair_debts``: owed repairs as last seen (the stored ones are counted when settling reads them)."""
         self._applier = applier
         self._debts = debts
         self._unsaved: list[list[EdgeChange]] = []
@@ -66,6 +76,7 @@ class CacheRepairer:
             await self._debts.add_debt(encode_note(changes))
         else:
             self._unsaved.append(changes)
+        self._metrics.debts.inc()
         log.warning("cache_repair_deferred", changes=len(changes))
         self.start()
 
@@ -99,12 +110,16 @@ class CacheRepairer:
             if not await self.redo(self._unsaved[0]):
                 return False
             self._unsaved.pop(0)
+            self._metrics.debts.dec()
         if self._debts is None:
             return True
-        for key, note in (await self._debts.debts()).items():
+        stored = await self._debts.debts()
+        self._metrics.debts.set(len(stored))
+        for key, note in stored.items():
             if not await self.redo(decode_note(note)):
                 return False
             await self._debts.settle_debt(key)
+            self._metrics.debts.dec()
         return True
 
     def start(self) -> None:

@@ -13,6 +13,7 @@ from graph_service.domain.models import EdgePage
 from graph_service.domain.ports import FollowerSource, TimelineWrites
 from graph_service.events.records import Follow, TweetPosted
 from graph_service.settings import Settings
+from graph_service.telemetry.fanout import FanoutMetrics
 
 __all__ = ["Fanout"]
 
@@ -20,7 +21,15 @@ log = structlog.get_logger(__name__)
 
 
 class Fanout:
-    def __init__(self, graph: FollowerSource, timelines: TimelineWrites, settings: Settings) -> None:
+    def __init__(
+        self,
+        graph: FollowerSource,
+        timelines: TimelineWrites,
+        settings: Settings,
+        *,
+        metrics: FanoutMetrics | None = None,
+    ) -> None:
+        self._metrics = metrics if metrics is not None else FanoutMetrics()
         self._graph = graph
         self._timelines = timelines
         self._batch = settings.fanout_batch_size
@@ -34,6 +43,7 @@ class Fanout:
         followers = await self._graph.follower_count(author)
         if followers >= self._threshold:
             await self._timelines.mark_celebrity(author, followers)
+            self._metrics.celebrity_skips.inc()
             log.info("fanout_pull_only", author_id=author, tweet_id=event.tweet_id, followers=followers)
             return 0
         written = 0

@@ -1,9 +1,13 @@
 """The fanout worker: a Kafka consumer group member that commits offsets only after the Redis
-writes of every record before them are done (at-least-once; the writes are idempotent)."""
+writes of every record before them are done (at-least-once; the writes are idempotent).
+
+What it applies, skips and writes, and its lag per partition (high-water mark minus the offset it
+committed), go to its ``FanoutMetrics``; each answered poll is a heartbeat for ``/readyz``."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,6 +21,7 @@ from graph_service.domain.errors import TimelineUnavailable, Unavailable
 from graph_service.events.kafka import client_options
 from graph_service.events.records import TweetPosted, UnreadableEvent, decode
 from graph_service.settings import Settings
+from graph_service.telemetry.fanout import FanoutMetrics
 
 __all__ = ["FanoutWorker", "Offsets", "WorkerStats"]
 
@@ -49,6 +54,7 @@ class FanoutWorker:
         fanout: Fanout,
         *,
         after_writes: Callable[[Offsets], Awaitable[None]] | None = None,
+        metrics: FanoutMetrics | None = None,
     ) -> None:
         """``after_writes`` runs between a batch's Redis writes and its offset commit (instrumentation;
         the tests crash a worker there)."""
@@ -57,6 +63,36 @@ class FanoutWorker:
         self._after_writes = after_writes
         self.stats = WorkerStats()
         self.assigned: set[TopicPartition] = set()
+        self.metrics = metrics if metrics is not None else FanoutMetrics()
+        self.metrics.watch_lag(self.kafka_lag)
+        self._live: AIOKafkaConsumer | None = None
+        self._committed: Offsets = {}
+        """Per assigned partition: the offset this worker committed last, or the one it started from."""
+
+    def kafka_lag(self) -> dict[tuple[str, int], int]:
+        """Records not yet committed, per assigned partition whose high-water mark is known."""
+        consumer = self._live
+        if consumer is None:
+            return {}
+        lags = {}
+        for tp, committed in list(self._committed.items()):
+            highwater = consumer.highwater(tp)
+            if highwater is not None:
+                lags[(tp.topic, tp.partition)] = max(0, highwater - committed)
+        return lags
+
+    async def _note_positions(
+        self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+    ) -> None:
+        """Start the lag of newly assigned partitions from where this worker starts reading them."""
+        for tp in [tp for tp in self._committed if tp not in self.assigned]:
+            del self._committed[tp]  # revoked: its next owner reports it
+        for tp in self.assigned - self._committed.keys():
+            if tp in batch:
+                self._committed[tp] = batch[tp][0].offset
+            elif consumer.highwater(tp) is not None:  # fetched, so its position is known
+                with contextlib.suppress(IllegalStateError):  # revoked meanwhile
+                    self._committed[tp] = await consumer.position(tp)
 
     def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
@@ -71,11 +107,15 @@ class FanoutWorker:
     async def run(self, stop: asyncio.Event) -> None:
         consumer = self._consumer()
         await consumer.start()
+        self._live = consumer
+        self.metrics.heartbeat.start()
         log.info("fanout_started", group=self._settings.fanout_group)
         try:
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS)
+                self.metrics.heartbeat.beat()
                 self.assigned = set(consumer.assignment())
+                await self._note_positions(consumer, batch)
                 if not batch:
                     continue
                 if not await self._apply(batch, stop):
@@ -85,6 +125,7 @@ class FanoutWorker:
                     await self._after_writes(offsets)
                 try:
                     await consumer.commit(offsets)
+                    self._committed.update((tp, offset) for tp, offset in offsets.items() if tp in self.assigned)
                 except (CommitFailedError, IllegalStateError) as exc:
                     # The group moved these partitions elsewhere; their new owner applies the records
                     # again from the last commit, which changes nothing already written.
@@ -93,6 +134,8 @@ class FanoutWorker:
             log.exception("fanout_failed")  # nothing past the failing record was committed
             raise
         finally:
+            self.metrics.heartbeat.stop()
+            self._live = None
             await consumer.stop()
             log.info("fanout_stopped", **self.stats.handled, skipped=dict(self.stats.skipped))
 
@@ -123,6 +166,7 @@ class FanoutWorker:
             event = decode(record.headers, record.value)
         except UnreadableEvent as exc:
             self.stats.skipped[exc.reason] += 1
+            self.metrics.skipped.labels(exc.reason).inc()
             log.warning(
                 "fanout_record_skipped",
                 reason=exc.reason,
@@ -136,16 +180,21 @@ class FanoutWorker:
         while True:
             try:
                 if isinstance(event, TweetPosted):
-                    self.stats.timelines_written += await self._fanout.tweet(event)
-                    self.stats.handled["tweet"] += 1
+                    written = await self._fanout.tweet(event)
+                    self.stats.timelines_written += written
+                    self.metrics.entries_written.inc(written)
+                    kind = "tweet"
                 else:
                     await self._fanout.follow(event)
-                    self.stats.handled["follow"] += 1
+                    kind = "follow"
+                self.stats.handled[kind] += 1
+                self.metrics.events.labels(kind).inc()
                 return
             except TRANSIENT as exc:
                 # Redis or DynamoDB unreachable: nothing is committed past this record, so retry it
                 # (a stop now leaves it to the next owner of the partition).
                 self.stats.retries += 1
+                self.metrics.retries.inc()
                 log.warning("fanout_retrying", error=str(exc), topic=record.topic, offset=record.offset)
                 if stop.is_set():
                     raise _Stopped from exc

@@ -20,6 +20,7 @@ from graph_service.domain.tweet_ids import created_at_us
 from graph_service.events.records import OutgoingRecord, follow_record, tweet_record
 from graph_service.store.changes import edge_change
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.telemetry.relay import RelayMetrics
 from graph_service.tweets.tweet_store import parse_tweet
 
 __all__ = ["Converter", "Relay", "graph_events", "tweet_events"]
@@ -59,12 +60,21 @@ class Relay:
     """The handler of one ``StreamReader``: convert, produce, wait for the acks, checkpoint."""
 
     def __init__(
-        self, producer: AIOKafkaProducer, topic: str, convert: Converter, checkpoints: CheckpointStore
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        convert: Converter,
+        checkpoints: CheckpointStore,
+        *,
+        metrics: RelayMetrics | None = None,
     ) -> None:
         self._producer = producer
         self._topic = topic
         self._convert = convert
         self._checkpoints = checkpoints
+        metrics = metrics if metrics is not None else RelayMetrics()
+        self._produced = metrics.produced.labels(topic)
+        self._skipped = metrics.skipped.labels(topic)
         self.produced = 0
         self.skipped = 0
 
@@ -75,6 +85,7 @@ class Relay:
             return self._convert(record)
         except (KeyError, TypeError, ValueError) as exc:
             self.skipped += 1
+            self._skipped.inc()
             sequence = record.get("dynamodb", {}).get("SequenceNumber")
             log.error("relay_record_skipped", shard_id=shard_id, sequence=sequence, error=repr(exc))
             return []
@@ -90,4 +101,5 @@ class Relay:
             log.warning("relay_checkpoint_moved_elsewhere", shard_id=shard_id)  # another relay ran this shard
             return (await self._checkpoints.load(shard_id)).sequence
         self.produced += len(outgoing)
+        self._produced.inc(len(outgoing))
         return last

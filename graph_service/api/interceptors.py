@@ -1,7 +1,9 @@
-"""Per-call plumbing shared by every RPC: request IDs, caller authentication, access logs and error mapping."""
+"""Per-call plumbing shared by every RPC: request IDs, caller authentication, access logs, metrics
+(``graph_service/telemetry/rpc.py``) and error mapping."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -9,10 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
+from prometheus_client import CollectorRegistry
 
 from graph_service.api.auth import Authenticator, required_scope
 from graph_service.api.error_mapping import internal_status, to_grpc_status
 from graph_service.domain.errors import DomainError
+from graph_service.telemetry.limits import LimitMetrics
+from graph_service.telemetry.rpc import MethodMetrics, RpcMetrics
 
 __all__ = ["REQUEST_ID_HEADER", "RequestInterceptor"]
 
@@ -27,18 +32,39 @@ def _request_id(context: Any) -> str:
     return uuid.uuid4().hex
 
 
+def _metadata(context: Any) -> Any:
+    return context.invocation_metadata() or ()
+
+
 if TYPE_CHECKING:
     _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
 else:
     _Interceptor = grpc.aio.ServerInterceptor  # not subscriptable at run time
 
 
+def _code_name(context: Any) -> str:
+    """The status code a handler aborted the call with itself (``context.abort``), by name."""
+    code = context.code() if hasattr(context, "code") else None
+    return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+
+
 class RequestInterceptor(_Interceptor):
     """Binds a request ID to the logs, echoes it to the caller, checks the caller's token and scope
-    (when ``authenticator`` is given), binds the caller's name to the logs, and maps errors to statuses."""
+    (when ``authenticator`` is given), binds the caller's name to the logs, counts and times the call
+    (by method, status code name and caller) and a limit's refusal, and maps errors to statuses.
 
-    def __init__(self, authenticator: Authenticator | None = None) -> None:
+    Streaming RPCs (health's Watch, reflection) are passed through unmeasured: ours are all unary."""
+
+    def __init__(
+        self,
+        authenticator: Authenticator | None = None,
+        *,
+        metrics: RpcMetrics | None = None,
+        limits: LimitMetrics | None = None,
+    ) -> None:
         self._authenticator = authenticator
+        self._metrics = metrics if metrics is not None else RpcMetrics(CollectorRegistry(auto_describe=True))
+        self._limits = limits if limits is not None else LimitMetrics()
 
     async def intercept_service(
         self,
@@ -57,36 +83,53 @@ class RequestInterceptor(_Interceptor):
         inner = handler.unary_unary
         method = details.method
         authenticator = self._authenticator
+        rpc_metrics = self._metrics
+        limits = self._limits
 
         async def call(request: Any, context: Any) -> Any:  # grpc-stubs lack the aio context's methods
             request_id = _request_id(context)
             started = time.perf_counter()
             outcome = "OK"
+            code = "OK"
             caller: str | None = None
+            counted: MethodMetrics | None = None
             with structlog.contextvars.bound_contextvars(request_id=request_id, method=method):
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
                 try:
-                    if authenticator is not None:
-                        known = authenticator.identify(method, context.invocation_metadata() or ())
-                        if known is not None:
-                            # Bound until the access line is written, so every line of the call has it.
-                            caller = known.name
-                            structlog.contextvars.bind_contextvars(caller=caller)
-                            authenticator.authorize(known, method)
+                    known = None if authenticator is None else authenticator.identify(method, _metadata(context))
+                    if known is not None:
+                        # Bound until the access line is written, so every line of the call has it.
+                        caller = known.name
+                        structlog.contextvars.bind_contextvars(caller=caller)
+                    counted = rpc_metrics.of(method, caller or "")
+                    counted.start()
+                    if known is not None:
+                        Authenticator.authorize(known, method)
                     return await inner(request, context)
                 except DomainError as error:
                     outcome = error.reason
+                    code = error.code.value
+                    limits.refusal(outcome, caller or "")
                     await context.abort_with_status(to_grpc_status(error))
+                except asyncio.CancelledError:
+                    outcome = code = "CANCELLED"  # the caller went away (or its deadline passed)
+                    raise
                 except Exception as error:
                     if isinstance(error, grpc.aio.AbortError):
+                        outcome = code = _code_name(context)
                         raise
-                    outcome = "INTERNAL"
+                    outcome = code = "INTERNAL"
                     log.exception("rpc_failed")
                     await context.abort_with_status(internal_status(request_id))
                 finally:
+                    seconds = time.perf_counter() - started
+                    if counted is None:  # refused before the call was counted as started (no or bad token)
+                        counted = rpc_metrics.of(method, caller or "")
+                        counted.start()
+                    counted.finish(code, seconds)
                     # Successful calls log at debug (a line per call is costly at 10k calls/s); failures at info.
                     report = log.debug if outcome == "OK" else log.info
-                    report("rpc", outcome=outcome, ms=round((time.perf_counter() - started) * 1000, 3))
+                    report("rpc", outcome=outcome, ms=round(seconds * 1000, 3))
                     if caller is not None:
                         structlog.contextvars.unbind_contextvars("caller")
 

@@ -24,6 +24,8 @@ from graph_service.api.servicer import SocialGraphServicer
 from graph_service.api.timeline_service import TimelineService
 from graph_service.api.timeline_servicer import TimelineServicer
 from graph_service.settings import PortInUse
+from graph_service.telemetry.limits import LimitMetrics
+from graph_service.telemetry.rpc import RpcMetrics
 
 __all__ = ["SERVICE_NAME", "TIMELINE_SERVICE_NAME", "GrpcServer", "PortInUse", "start_grpc_server"]
 
@@ -38,9 +40,12 @@ class GrpcServer:
     health: health_aio.HealthServicer
     port: int
     grace: float
+    serving: bool = True
+    """What ``/readyz`` reports: health says SERVING (False from the start of ``stop``)."""
 
     async def stop(self) -> None:
         """Health NOT_SERVING -> stop accepting -> drain in-flight calls (up to ``grace`` seconds)."""
+        self.serving = False
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.grace)
 
@@ -53,11 +58,15 @@ async def start_grpc_server(
     grace_seconds: float,
     credentials: grpc.ServerCredentials | None = None,
     authenticator: Authenticator | None = None,
+    metrics: RpcMetrics | None = None,
+    limits: LimitMetrics | None = None,
 ) -> GrpcServer:
     """Serve both services on ``address`` (TLS with ``credentials``; callers checked by
-    ``authenticator``, else open); ``PortInUse`` if it cannot be bound."""
+    ``authenticator``, else open; calls counted in ``metrics``, limit refusals in ``limits``);
+    ``PortInUse`` if it cannot be bound."""
+    interceptor = RequestInterceptor(authenticator, metrics=metrics, limits=limits)
     # SO_REUSEPORT off: a second server on a taken port must fail, not share it silently.
-    server = grpc.aio.server(interceptors=[RequestInterceptor(authenticator)], options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(interceptors=[interceptor], options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_SocialGraphServiceServicer_to_server(SocialGraphServicer(graph), server)
     timeline_pb2_grpc.add_TimelineServiceServicer_to_server(TimelineServicer(timeline), server)
     health_servicer = health_aio.HealthServicer()

@@ -22,6 +22,7 @@ from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePag
 from graph_service.domain.times import now_us
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.redis_client.failures import ANY_FAILURE, retry_torn
+from graph_service.telemetry.cache import CacheMetrics
 
 __all__ = ["GraphCache"]
 
@@ -57,6 +58,14 @@ class GraphCache:
         self._repair = redis.register_script(scripts.REPAIR_EDGE)
         self.hits = 0
         self.misses = 0
+        """Every kind but ``privacy``, summed (what tests and benchmarks read); by kind in ``report_to``'s metrics."""
+        self._metrics = CacheMetrics()
+
+    def report_to(self, metrics: CacheMetrics) -> None:
+        """Count hits and misses by kind into ``metrics`` (the process's registry), which also reads
+        the circuit breaker and the owed invalidations when scraped."""
+        self._metrics = metrics
+        metrics.watch(lambda: time.monotonic() < self._down_until, lambda: len(self._pending))
 
     @property
     def list_limit(self) -> int:
@@ -128,8 +137,10 @@ class GraphCache:
         ok, value = await self._try(lambda: self._redis.get(keys.follow_state(follower_id, followee_id)))
         if not ok or value is None:
             self.misses += 1
+            self._metrics.misses["follow_state"].inc()
             return None
         self.hits += 1
+        self._metrics.hits["follow_state"].inc()
         return bool(value == "1")
 
     async def fill_follow_state(self, follower_id: int, followee_id: int, following: bool, seen: str) -> None:
@@ -250,6 +261,7 @@ class GraphCache:
         found = {t: Relationship.decode(str(v)) for t, v in zip(target_ids, values[1:], strict=True) if v}
         self.hits += len(found)
         self.misses += len(target_ids) - len(found)
+        self._metrics.count("relationships", len(found), len(target_ids) - len(found))
         return found, str(values[0] or "0")
 
     async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None:
@@ -265,7 +277,11 @@ class GraphCache:
         if not self.trusted:
             return None
         ok, value = await self._try(lambda: self._redis.get(keys.privacy(user_id)))
-        return None if not ok or value is None else value == "1"
+        if not ok or value is None:
+            self._metrics.misses["privacy"].inc()
+            return None
+        self._metrics.hits["privacy"].inc()
+        return bool(value == "1")
 
     async def fill_private(self, user_id: int, private: bool, seen: str) -> None:
         await self._try(
@@ -314,8 +330,10 @@ class GraphCache:
         )
         if not ok or not members:
             self.misses += 1
+            self._metrics.misses["lists"].inc()
             return None
         self.hits += 1
+        self._metrics.hits["lists"].inc()
         entries = [Edge.from_position(str(m)) for m in members if m != SENTINEL]
         return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
 
@@ -374,6 +392,7 @@ class GraphCache:
                 found[user_id] = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
         self.hits += len(found)
         self.misses += len(user_ids) - len(found)
+        self._metrics.count("counts", len(found), len(user_ids) - len(found))
         return found
 
     async def set_counts(self, user_id: int, counts: Counts) -> bool:

@@ -14,10 +14,15 @@ from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS
 from graph_service.entrypoints.components import build_graph_cache
+from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.reader import StreamReader
+from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.counters import CountersMetrics
+from graph_service.telemetry.registry import process_registry
+from graph_service.telemetry.streams import StreamMetrics
 
 __all__ = ["CountersRuntime", "build_counters"]
 
@@ -33,11 +38,24 @@ class CountersRuntime:
     checkpoints: CheckpointStore
     repairer: CacheRepairer
     consumer: CountersConsumer
+    stream_metrics: StreamMetrics
+    """Lag per shard; ``/readyz`` asks it whether the reader runs and its stream answers."""
+    metrics: MetricsServer
+
+    @property
+    def metrics_port(self) -> int:
+        return self.metrics.port
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.consumer.redo_last_repairs()
         reader = await StreamReader.for_table(
-            self.dynamo, self.streams, self.settings, FOLLOWERS, self.checkpoints, self.consumer.handle
+            self.dynamo,
+            self.streams,
+            self.settings,
+            FOLLOWERS,
+            self.checkpoints,
+            self.consumer.handle,
+            metrics=self.stream_metrics.consumer(self.settings.counters_consumer_name),
         )
         log.info("counters_started")
         await reader.run(stop)
@@ -48,15 +66,23 @@ class CountersRuntime:
             await self.cache.aclose()
         self.dynamo.close()
         self.streams.close()
+        await self.metrics.aclose()
         log.info("counters_stopped")
 
 
 async def build_counters(settings: Settings) -> CountersRuntime:
+    """The consumer, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken)."""
+    registry = process_registry()
+    stream_metrics = StreamMetrics(registry)
+    metrics = await start_metrics_server(metrics_address(settings, "counters"), registry, stream_metrics.problem)
+    counters_metrics = CountersMetrics(registry)
     dynamo = AsyncDynamo.build(settings)
     streams = AsyncDynamo.build(settings, "dynamodbstreams")
     applier = CounterApplier(DynamoCounterTable(dynamo, settings))
     checkpoints = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
     cache = build_graph_cache(settings)
-    repairer = CacheRepairer(cache, applier, checkpoints)
-    consumer = CountersConsumer(applier, checkpoints, repairer)
-    return CountersRuntime(settings, dynamo, streams, cache, checkpoints, repairer, consumer)
+    if cache is not None:
+        cache.report_to(CacheMetrics(registry))
+    repairer = CacheRepairer(cache, applier, checkpoints, metrics=counters_metrics)
+    consumer = CountersConsumer(applier, checkpoints, repairer, metrics=counters_metrics)
+    return CountersRuntime(settings, dynamo, streams, cache, checkpoints, repairer, consumer, stream_metrics, metrics)

@@ -15,8 +15,12 @@ from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.ports import FollowerSource
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
+from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
+from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.fanout import FanoutMetrics
+from graph_service.telemetry.registry import process_registry
 from graph_service.timelines.timeline_store import TimelineStore
 
 __all__ = ["FanoutRuntime", "build_fanout"]
@@ -32,6 +36,12 @@ class FanoutRuntime:
     timelines: TimelineStore
     cache: GraphCache | None
     dynamo: AsyncDynamo
+    metrics: MetricsServer
+    """``/readyz``: the Kafka consumer started and its last poll answered recently."""
+
+    @property
+    def metrics_port(self) -> int:
+        return self.metrics.port
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -44,6 +54,7 @@ class FanoutRuntime:
         if self.cache is not None:
             await self.cache.aclose()
         self.dynamo.close()
+        await self.metrics.aclose()
 
 
 async def build_fanout(
@@ -51,13 +62,23 @@ async def build_fanout(
 ) -> FanoutRuntime:
     """A worker with its own Redis and DynamoDB clients. The followers come from the graph cache
     where it holds them whole, else from DynamoDB, and the worker fills no cache; ``after_writes``
-    runs between a batch's writes and its commit (instrumentation)."""
+    runs between a batch's writes and its commit (instrumentation). Its metrics endpoint listens when
+    this returns (``PortInUse`` if taken)."""
     timelines = build_timelines(settings)
     if timelines is None:
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
+    registry = process_registry()
+    fanout_metrics = FanoutMetrics(registry)
     dynamo = AsyncDynamo.build(settings)
     try:
-        await timelines.load_scripts()
+        metrics = await start_metrics_server(
+            metrics_address(settings, "fanout"), registry, fanout_metrics.heartbeat.problem
+        )
+        try:
+            await timelines.load_scripts()
+        except BaseException:
+            await metrics.aclose()
+            raise
     except BaseException:
         await timelines.aclose()
         dynamo.close()
@@ -65,7 +86,8 @@ async def build_fanout(
     cache = build_graph_cache(settings)
     followers: FollowerSource = DynamoGraphStore(dynamo, settings)
     if cache is not None:
+        cache.report_to(CacheMetrics(registry))
         followers = CachedFollowerSource(followers, cache)
-    fanout = Fanout(followers, timelines, settings)
-    worker = FanoutWorker(settings, fanout, after_writes=after_writes)
-    return FanoutRuntime(settings, worker, fanout, timelines, cache, dynamo)
+    fanout = Fanout(followers, timelines, settings, metrics=fanout_metrics)
+    worker = FanoutWorker(settings, fanout, after_writes=after_writes, metrics=fanout_metrics)
+    return FanoutRuntime(settings, worker, fanout, timelines, cache, dynamo, metrics)

@@ -20,10 +20,15 @@ from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
+from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
+from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.limits import LimitMetrics
+from graph_service.telemetry.registry import process_registry
+from graph_service.telemetry.rpc import RpcMetrics
 from graph_service.tweets.tweet_store import DynamoTweetStore
 
 __all__ = ["ServerRuntime", "build_server"]
@@ -43,10 +48,17 @@ class ServerRuntime:
     """The callers file in force (None: auth is off)."""
     budget: RedisFollowBudget | None = None
     """The follow rate limit's ledger (None: the limit is off); ``failed_open`` counts follows let through."""
+    metrics: MetricsServer | None = None
+    """``/metrics``, ``/healthz``, ``/readyz`` (closed last, so a scrape sees the drain)."""
 
     @property
     def port(self) -> int:
         return self.grpc.port
+
+    @property
+    def metrics_port(self) -> int:
+        assert self.metrics is not None
+        return self.metrics.port
 
     async def run(self, stop: asyncio.Event) -> None:
         if self.callers is None:
@@ -72,7 +84,7 @@ async def _close_all(closers: list[Closer]) -> None:
         await close()
 
 
-def _budget(settings: Settings) -> RedisFollowBudget | None:
+def _budget(settings: Settings, limits: LimitMetrics) -> RedisFollowBudget | None:
     """The follow rate limit's ledger, in the graph cache's Redis; None when the limit is off."""
     if not settings.follow_rate_limit:
         return None
@@ -80,11 +92,12 @@ def _budget(settings: Settings) -> RedisFollowBudget | None:
     if redis is None:
         log.warning("follow_rate_limit_off", reason="no Redis (SG_REDIS_URL is empty)")
         return None
-    return RedisFollowBudget(redis)
+    return RedisFollowBudget(redis, metrics=limits)
 
 
 async def build_server(settings: Settings) -> ServerRuntime:
-    """The serving process, listening when this returns; ``PortInUse`` if the address is taken,
+    """The serving process, listening when this returns (gRPC, and metrics on ``SG_METRICS_ADDRESS``);
+    ``PortInUse`` if an address is taken,
     ``SettingsError`` / ``CallersFileError`` / ``TlsFilesError`` if it would serve unsafely or
     its security files cannot be used (nothing is built then)."""
     settings.check_serving()
@@ -100,6 +113,16 @@ async def build_server(settings: Settings) -> ServerRuntime:
     )
     if callers is None:
         log.warning("auth_off", hint="every caller may call every RPC; set SG_AUTH_TOKENS_FILE")
+    registry = process_registry()
+    serving: list[GrpcServer] = []
+
+    def not_ready() -> str | None:
+        if not serving:
+            return "starting"
+        return None if serving[0].serving else "not serving: stopping"
+
+    metrics = await start_metrics_server(metrics_address(settings, "serve"), registry, not_ready)
+    limits = LimitMetrics(registry)
     dynamo = AsyncDynamo.build(settings)
     store = DynamoGraphStore(dynamo, settings)
     cache = build_graph_cache(settings)
@@ -110,15 +133,16 @@ async def build_server(settings: Settings) -> ServerRuntime:
     relationships: RelationshipReads = store
     bulk_lists: ListReads = store
     if cache is not None:
+        cache.report_to(CacheMetrics(registry))
         cached = CachedGraphReads(store, cache)
         changes, reads, relationships, bulk_lists = CacheWriteThrough(cache), cached, cached, cached.cold()
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more
     if timelines is not None:
         closers.append(timelines.aclose)
-    budget = _budget(settings)
+    budget = _budget(settings, limits)
     if budget is not None:
         closers.append(budget.aclose)
-    closers.append(_closing(dynamo))
+    closers += [_closing(dynamo), metrics.aclose]
     suggester = Suggester(reads, bulk_lists, relationships, cache, settings)
     graph = GraphService(
         store, changes, reads, relationships, suggester, settings, budget=budget if budget is not None else Unlimited()
@@ -132,11 +156,14 @@ async def build_server(settings: Settings) -> ServerRuntime:
             grace_seconds=settings.shutdown_grace_seconds,
             credentials=credentials,
             authenticator=None if callers is None else callers.authenticator,
+            metrics=RpcMetrics(registry),
+            limits=limits,
         )
     except BaseException:
         await _close_all(closers)
         raise
-    return ServerRuntime(grpc, cache, closers, callers, budget)
+    serving.append(grpc)
+    return ServerRuntime(grpc, cache, closers, callers, budget, metrics)
 
 
 def _closing(dynamo: AsyncDynamo) -> Closer:

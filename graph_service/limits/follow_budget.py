@@ -10,8 +10,9 @@ Times come from this process's clock, so tests can move it; replicas' clocks dif
 milliseconds, which a window of hours does not notice.
 
 Redis failing is not the follower's fault: the follow goes ahead uncounted (fails open), is
-logged, and counted in ``failed_open``; for a second after a failure Redis is not asked, so an
-outage costs each follow nothing rather than a timeout.
+logged, and counted in ``failed_open`` and the ``socialgraph_follow_rate_limit_failed_open_total``
+metric; for a second after a failure Redis is not asked, so an outage costs each follow nothing
+rather than a timeout.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import structlog
 from graph_service.domain.models import BudgetGrant
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.redis_client.failures import ANY_FAILURE, retry_torn
+from graph_service.telemetry.limits import LimitMetrics
 
 __all__ = ["RedisFollowBudget", "Unlimited", "budget_key"]
 
@@ -54,21 +56,29 @@ def budget_key(actor_id: int) -> str:
 
 
 class RedisFollowBudget:
-    def __init__(self, redis: AnyRedis, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, redis: AnyRedis, *, clock: Callable[[], float] = time.time, metrics: LimitMetrics | None = None
+    ) -> None:
         self._redis = redis
         self._take = redis.register_script(TAKE)
         self._clock = clock
         self._skip_until = 0.0
+        self._metrics = metrics if metrics is not None else LimitMetrics()
+        self._metrics.watch_breaker(lambda: time.monotonic() < self._skip_until)
         self.failed_open = 0
-        """Follows let through uncounted because Redis failed (a metric with the next issue)."""
+        """Follows let through uncounted because Redis failed (also counted in ``metrics``)."""
+
+    def _fail_open(self) -> BudgetGrant:
+        self.failed_open += 1
+        self._metrics.failed_open.inc()
+        return BudgetGrant(granted=True)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
     async def take(self, actor_id: int, limit: int, window_seconds: int) -> BudgetGrant:
         if time.monotonic() < self._skip_until:
-            self.failed_open += 1
-            return BudgetGrant(granted=True)
+            return self._fail_open()
         ticket = uuid.uuid4().hex
         keys = [budget_key(actor_id)]
         args: list[int | str] = [self._now_ms(), window_seconds * 1000, limit, ticket]
@@ -77,9 +87,8 @@ class RedisFollowBudget:
             wait_ms = int(await retry_torn(lambda: self._take(keys=keys, args=args), attempts=ATTEMPTS))
         except ANY_FAILURE as exc:
             self._skip_until = time.monotonic() + RETRY_AFTER_FAILURE_SECONDS
-            self.failed_open += 1
             log.warning("follow_rate_limit_failed_open", actor_id=actor_id, error=repr(exc))
-            return BudgetGrant(granted=True)
+            return self._fail_open()
         if wait_ms < 0:
             return BudgetGrant(granted=True, ticket=ticket)
         return BudgetGrant(granted=False, retry_after_seconds=max(wait_ms, 1) / 1000)

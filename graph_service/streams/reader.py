@@ -3,7 +3,8 @@
 Written once for every stream consumer of the project. A consumer supplies a handler
 ``(shard_id, records, committed_sequence) -> new committed_sequence``; the handler commits
 its checkpoint itself (so it can commit it atomically with its effects), and the reader
-resumes each shard right after the last committed sequence number.
+resumes each shard right after the last committed sequence number. What it reads, how far behind
+it is and whether its stream answers go to its ``ConsumerMetrics`` (``graph_service/telemetry/streams.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from graph_service.domain.errors import Unavailable
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.settings import Settings
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
 
 __all__ = ["RecordHandler", "StreamReader", "stream_arn"]
 
@@ -47,8 +49,10 @@ class StreamReader:
         *,
         poll_seconds: float,
         refresh_seconds: float,
+        metrics: ConsumerMetrics | None = None,
     ) -> None:
         self._streams = streams
+        self.metrics = metrics if metrics is not None else StreamMetrics().consumer("stream")
         self._arn = stream_arn
         self._checkpoints = checkpoints
         self._handler = handler
@@ -65,6 +69,8 @@ class StreamReader:
         table: str,
         checkpoints: CheckpointStore,
         handler: RecordHandler,
+        *,
+        metrics: ConsumerMetrics | None = None,
     ) -> StreamReader:
         """A reader of the stream of one of the project's tables, paced by the settings."""
         return cls(
@@ -74,6 +80,7 @@ class StreamReader:
             handler,
             poll_seconds=settings.stream_poll_seconds,
             refresh_seconds=settings.shard_refresh_seconds,
+            metrics=metrics,
         )
 
     async def list_shards(self) -> dict[str, str | None]:
@@ -91,16 +98,19 @@ class StreamReader:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set: keep one task per readable shard, refreshing the shard list."""
+        self.metrics.heartbeat.start()
         try:
             while not stop.is_set():
                 self._forget_failed()
                 try:
                     await self._schedule()
+                    self.metrics.listed()
                 except (Unavailable, ClientError) as exc:  # DynamoDB unreachable: try at the next refresh
                     log.error("shard_listing_failed", error=str(exc))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self._refresh)
         finally:
+            self.metrics.heartbeat.stop()
             await _cancel_all(list(self._running.values()))
 
     def _forget_failed(self) -> None:
@@ -143,6 +153,7 @@ class StreamReader:
         sequence = checkpoint.sequence
         iterator = await self._iterator(shard_id, sequence)
         log.info("shard_started", shard_id=shard_id, sequence=sequence)
+        self.metrics.shard_started(shard_id)
         while iterator is not None:
             try:
                 response = await self._streams.call("get_records", ShardIterator=iterator, Limit=MAX_RECORDS)
@@ -156,11 +167,14 @@ class StreamReader:
                 continue
             records = response.get("Records", [])
             iterator = response.get("NextShardIterator")
+            self.metrics.read(shard_id, records)
             if records:
                 sequence = await self._handler(shard_id, records, sequence)
+                self.metrics.handled(shard_id, records)
             elif iterator is not None:
                 await asyncio.sleep(self._poll)
         await self._checkpoints.mark_done(shard_id)
+        self.metrics.shard_finished(shard_id)
         log.info("shard_finished", shard_id=shard_id)
 
 

@@ -1,1 +1,31 @@
-"""Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count."""
+"""Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count.
+
+Each process (each runtime: ``serve``, ``counters``, ``relay``, ``fanout``) owns one
+``CollectorRegistry`` made by ``process_registry()`` and hands the metric groups built on it to the
+components that count; the process's ``/metrics`` endpoint serves that registry alone. Nothing is
+registered on ``prometheus_client``'s global default registry, so several runtimes built one after
+another (or side by side) in one test process each report exactly their own calls.
+
+A component built without a metric group (unit tests, tools) counts into a private registry that
+nobody reads: the counting code has no "metrics off" branch.
+"""
+
+from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.fanout import FanoutMetrics
+from graph_service.telemetry.limits import LimitMetrics
+from graph_service.telemetry.readiness import Heartbeat
+from graph_service.telemetry.registry import process_registry
+from graph_service.telemetry.rpc import MethodMetrics, RpcMetrics
+from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
+
+__all__ = [
+    "CacheMetrics",
+    "ConsumerMetrics",
+    "FanoutMetrics",
+    "Heartbeat",
+    "LimitMetrics",
+    "MethodMetrics",
+    "RpcMetrics",
+    "StreamMetrics",
+    "process_registry",
+]

@@ -112,10 +112,15 @@ def service(
     dynamodb_local: str, redis_node: ManagedProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Service]:
     """`python -m graph_service serve` on a free port, against the session's DynamoDB Local and Redis."""
-    env = service_env(dynamodb_local, f"redis://127.0.0.1:{redis_node.port}/0", f"127.0.0.1:{free_port()}")
+    env = service_env(
+        dynamodb_local, f"redis://127.0.0.1:{redis_node.port}/0", f"127.0.0.1:{free_port()}", SG_LOG_LEVEL="debug"
+    )
     running = start_service(env, tmp_path_factory.mktemp("serve") / "serve.log")
     yield running
     assert stop_service(running) == 0, running.log()
+    for line in running.log().splitlines():  # a line per call at debug, an error or two: all JSON
+        entry = json.loads(line)
+        assert {"event", "level", "logger", "timestamp"} <= entry.keys(), line
 
 
 def grpcurl(service: Service, *args: str, data: dict[str, object] | None = None) -> subprocess.CompletedProcess[str]:

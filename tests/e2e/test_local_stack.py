@@ -5,13 +5,17 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from socialgraph_devstack.install import ensure_dynamodb_local, local_dir
 from socialgraph_devstack.processes import free_port, port_is_open
+from socialgraph_devstack.stack import COMPONENTS
 
 from tests.support.grpcurl import grpcurl_binary
 from tests.support.polling import wait_until
@@ -28,6 +32,8 @@ def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:
         "SG_REDIS_PORT": str(ports["redis"]),
         "SG_KAFKA_PORT": str(ports["kafka"]),
         "SG_GRPC_ADDRESS": f"127.0.0.1:{ports['grpc']}",
+        "SG_METRICS_BASE_PORT": str(ports["metrics"]),
+        "SG_LOG_LEVEL": "debug",  # every line of every process, checked to be JSON at the end
     }
     return subprocess.Popen(
         [sys.executable, "-m", "graph_service", "up"],
@@ -36,6 +42,22 @@ def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def free_run_of_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports that are all free now."""
+    while True:
+        first = free_port()
+        if first + count <= 65_535 and not any(port_is_open(first + i) for i in range(count)):
+            return first
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - a local URL the stack printed
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return int(error.code), error.read().decode()
 
 
 def read_until(process: subprocess.Popen[str], marker: str) -> str:
@@ -79,12 +101,19 @@ def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path
     tools.symlink_to(local_dir() / "dynamodb")  # reuse the installed DynamoDB Local, as a second run would
     ensure_dynamodb_local(tmp_path)
     ports = {"dynamodb": free_port(), "redis": free_port(), "kafka": free_port(), "grpc": free_port()}
+    ports["metrics"] = free_run_of_ports(4)
 
     for run in range(2):
         stack = start_stack(tmp_path, ports)
         try:
             banner = read_until(stack, "Ctrl-C stops everything")
             assert f"grpcurl -plaintext 127.0.0.1:{ports['grpc']} list" in banner
+            urls = re.findall(r"^  (serve|counters|relay|fanout) +(http://\S+/metrics)$", banner, flags=re.MULTILINE)
+            assert urls == [(n, f"http://127.0.0.1:{ports['metrics'] + i}/metrics") for i, n in enumerate(COMPONENTS)]
+            for _, url in urls:  # every process answers liveness, and readiness once it has started its work
+                assert http_get(url.replace("/metrics", "/healthz")) == (200, "ok\n")
+                wait_until(lambda u=url: http_get(u.replace("/metrics", "/readyz"))[0] == 200, what=f"{url} ready")
+                assert "# TYPE" in http_get(url)[1]
             if run == 0:
                 assert grpcurl(ports["grpc"], "Follow", {"follower_id": 1, "followee_id": 2}) == {
                     "state": "FOLLOW_STATE_FOLLOWING"
@@ -100,7 +129,19 @@ def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path
         finally:
             stack.send_signal(signal.SIGINT)
             assert stack.wait(timeout=60) == 0
-        for name, port in ports.items():
+        metrics = {f"metrics of {n}": ports["metrics"] + i for i, n in enumerate(COMPONENTS)}
+        for name, port in {**ports, **metrics}.items():
             assert not port_is_open(port), f"{name} still listening after Ctrl-C"
     assert (tmp_path / "data" / "dynamodb").is_dir()
-    assert (tmp_path / "logs" / "serve.log").is_file()
+    for process in ("serve", "counters", "relay", "fanout"):
+        assert_json_lines((tmp_path / "logs" / f"{process}.log").read_text())
+
+
+def assert_json_lines(log: str) -> None:
+    """Every line is one JSON object with a level and the logger's name (third-party lines too)."""
+    lines = log.splitlines()
+    assert lines
+    for line in lines:
+        entry = json.loads(line)
+        assert isinstance(entry, dict), line
+        assert {"event", "level", "logger", "timestamp"} <= entry.keys(), line

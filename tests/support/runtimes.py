@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
@@ -25,11 +26,17 @@ from graph_service.events.kafka import ensure_topics
 from graph_service.settings import Settings
 from tests.support.tables import create_tables, drop_tables, require_streams, wants_streams
 
+# Processes the tests start themselves (``socialgraph serve`` in the e2e tests, the counters consumer
+# as a child) inherit this: each serves its metrics on a free port, so parallel tests never clash on
+# the default ports (9464-9467). ``socialgraph up`` still puts its components on its base port.
+os.environ.setdefault("SG_METRICS_ADDRESS", "127.0.0.1:0")
+
 __all__ = [
     "counters",
     "drop_tables",
     "event_settings",
     "make_settings",
+    "run_built",
     "running",
     "running_counters",
     "running_fanout",
@@ -57,6 +64,8 @@ def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -
         # would turn correctness tests into outage tests; outages are tested by stopping Redis and
         # by tests that set a tiny timeout themselves.
         redis_timeout_seconds=2.0,
+        # Every runtime's /metrics on a free port: tests run several runtimes (and two workers) at once.
+        metrics_address="127.0.0.1:0",
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
 
@@ -114,6 +123,13 @@ async def running(
     """A process built by its builder and run as a task of the test's event loop; on exit it is
     stopped as a signal would stop it, and closed."""
     async with _run(await build(settings)) as task:
+        yield task
+
+
+@contextlib.asynccontextmanager
+async def run_built(runtime: Runtime) -> AsyncIterator[asyncio.Task[None]]:
+    """A runtime the test built itself (to look at it before it runs), run until the block ends."""
+    async with _run(runtime) as task:
         yield task
 
 

@@ -16,7 +16,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from graph_service.dynamodb.tables import ensure_tables
 from graph_service.events.kafka import ensure_topics
 from graph_service.settings import Settings
-from socialgraph_devstack.install import local_dir
 from socialgraph_devstack.processes import (
     ManagedProcess,
     port_is_open,
@@ -24,8 +23,19 @@ from socialgraph_devstack.processes import (
     start_kafka_broker,
     start_redis,
 )
+from socialgraph_devstack.settings import StackSettings
 
-__all__ = ["local_environment", "run_stack"]
+__all__ = [
+    "COMPONENTS",
+    "StackSettings",
+    "component_environment",
+    "local_environment",
+    "metrics_urls",
+    "run_stack",
+]
+
+COMPONENTS = ("serve", "counters", "relay", "fanout")
+"""The processes ``up`` runs, in the order their metrics ports follow SG_METRICS_BASE_PORT."""
 
 
 def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | None = None) -> dict[str, str]:
@@ -38,6 +48,17 @@ def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | Non
     if kafka_port is not None:
         env["SG_KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{kafka_port}"
     return env
+
+
+def component_environment(env: dict[str, str], command: str, metrics_base_port: int) -> dict[str, str]:
+    """``env`` plus the component's own metrics address: the base port plus its place in ``COMPONENTS``."""
+    port = metrics_base_port + COMPONENTS.index(command)
+    return {**env, "SG_METRICS_ADDRESS": f"127.0.0.1:{port}"}
+
+
+def metrics_urls(metrics_base_port: int) -> dict[str, str]:
+    """Where each component's metrics are (``/healthz`` and ``/readyz`` beside them)."""
+    return {name: f"http://127.0.0.1:{metrics_base_port + i}/metrics" for i, name in enumerate(COMPONENTS)}
 
 
 def _wait_healthy(target: str, process: subprocess.Popen[bytes], *, tls: bool, timeout: float = 60.0) -> None:
@@ -69,6 +90,7 @@ def _wait_healthy(target: str, process: subprocess.Popen[bytes], *, tls: bool, t
 
 
 def _banner(target: str, dynamodb_port: int, settings: Settings) -> str:
+    metrics = "\n".join(f"  {name:<9} {url}" for name, url in metrics_urls(settings.metrics_base_port).items())
     post_env = (
         f"SG_DYNAMODB_ENDPOINT=http://127.0.0.1:{dynamodb_port} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local"
     )
@@ -94,6 +116,10 @@ Post a tweet as user 2 and read user 1's home timeline (relay -> Kafka -> fanout
   {post_env} .venv/bin/socialgraph post --author 2 --text hello
   grpcurl -plaintext -d '{{"user_id": 1}}' {target} socialgraph.v1.TimelineService/GetHomeTimeline
 
+Metrics (Prometheus text; /healthz and /readyz beside each):
+
+{metrics}
+
 (grpcurl is in .venv/bin.) Ctrl-C stops everything.
 """
 
@@ -107,11 +133,10 @@ def _spawn_component(command: str, env: dict[str, str], logs: Path) -> subproces
 
 
 def run_stack(settings: Settings) -> int:
-    base = local_dir()
+    stack = StackSettings.from_env()  # a bad port is a SettingsError: one line, exit 2
+    base = stack.local_dir
     logs = base / "logs"
-    dynamodb_port = int(os.environ.get("SG_DYNAMODB_LOCAL_PORT", "8000"))
-    redis_port = int(os.environ.get("SG_REDIS_PORT", "6379"))
-    kafka_port = int(os.environ.get("SG_KAFKA_PORT", "9092"))
+    dynamodb_port, redis_port, kafka_port = stack.dynamodb_local_port, stack.redis_port, stack.kafka_port
     started: list[ManagedProcess | subprocess.Popen[bytes]] = []
     stop_requested = False
 
@@ -134,8 +159,15 @@ def run_stack(settings: Settings) -> int:
         target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
         if port_is_open(int(target.rsplit(":", 1)[1])):
             raise RuntimeError(f"gRPC port of {target} is already taken (set SG_GRPC_ADDRESS)")
-        service = _spawn_component("serve", env, logs)
-        started += [service, *(_spawn_component(c, env, logs) for c in ("counters", "relay", "fanout"))]
+        base_port = local.metrics_base_port
+        for offset, name in enumerate(COMPONENTS):
+            if port_is_open(base_port + offset):
+                raise RuntimeError(f"metrics port {base_port + offset} of {name} is taken (set SG_METRICS_BASE_PORT)")
+        service = _spawn_component("serve", component_environment(env, "serve", base_port), logs)
+        started += [
+            service,
+            *(_spawn_component(c, component_environment(env, c, base_port), logs) for c in COMPONENTS[1:]),
+        ]
         _wait_healthy(target, service, tls=bool(local.tls_cert_file))
         print(_banner(target, dynamodb_port, local), flush=True)
         print(f"logs: {logs}", flush=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from socialgraph_devstack.stack import _banner, local_environment
+from socialgraph_devstack.stack import COMPONENTS, _banner, component_environment, local_environment
 
 from graph_service.settings import Settings
 
@@ -32,3 +32,21 @@ def test_the_banner_says_how_to_call_with_auth_and_tls() -> None:
     assert "-H 'authorization: Bearer <token>'" in banner
     assert "callers.toml" in banner
     assert "-cacert" in banner
+
+
+def test_each_component_gets_its_metrics_port_from_the_base_port() -> None:
+    """serve, counters, relay and fanout: the base port and the next three, over any address given."""
+    env = {"SG_METRICS_ADDRESS": "0.0.0.0:1", "SG_LOG_LEVEL": "info"}
+    addresses = [component_environment(env, c, 9500)["SG_METRICS_ADDRESS"] for c in COMPONENTS]
+    assert COMPONENTS == ("serve", "counters", "relay", "fanout")
+    assert addresses == ["127.0.0.1:9500", "127.0.0.1:9501", "127.0.0.1:9502", "127.0.0.1:9503"]
+    assert component_environment(env, "relay", 9500)["SG_LOG_LEVEL"] == "info"
+    assert env["SG_METRICS_ADDRESS"] == "0.0.0.0:1"  # the caller's environment is left as it was
+
+
+def test_the_banner_lists_every_component_s_metrics_url() -> None:
+    banner = _banner("127.0.0.1:50051", 8000, Settings(metrics_base_port=9600))
+    for port, name in zip(range(9600, 9604), COMPONENTS, strict=True):
+        assert f"{name}" in banner
+        assert f"http://127.0.0.1:{port}/metrics" in banner
+    assert "/healthz and /readyz" in banner

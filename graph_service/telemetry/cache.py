@@ -1,0 +1,55 @@
+"""The graph cache's metrics: hits and misses by kind, and whether reads may use it at all.
+
+Kinds: ``follow_state`` (IsFollowing), ``lists`` (a page of a cached whole adjacency list),
+``counts``, ``relationships`` (one per target of GetRelationships), ``privacy`` (a user's private
+flag). The two gauges are read when scraped: ``socialgraph_cache_breaker_open`` is 1 while Redis is
+not asked after a failure, ``socialgraph_cache_owed_invalidations`` is how many edges have a failed
+write-through whose invalidation is still owed (while above 0, reads skip the cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+__all__ = ["KINDS", "CacheMetrics"]
+
+KINDS = ("follow_state", "lists", "counts", "relationships", "privacy")
+
+
+class CacheMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        hits = Counter(
+            "socialgraph_cache_hits", "Graph cache reads answered by Redis, by kind.", ["kind"], registry=registry
+        )
+        misses = Counter(
+            "socialgraph_cache_misses",
+            "Graph cache reads that went to DynamoDB (absent, or Redis failed), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.hits = {kind: hits.labels(kind) for kind in KINDS}
+        self.misses = {kind: misses.labels(kind) for kind in KINDS}
+        self._breaker = Gauge(
+            "socialgraph_cache_breaker_open",
+            "1 while the graph cache does not ask Redis (for a second after a Redis failure).",
+            registry=registry,
+        )
+        self._owed = Gauge(
+            "socialgraph_cache_owed_invalidations",
+            "Edges whose cache invalidation is owed after a failed write-through (reads skip the cache meanwhile).",
+            registry=registry,
+        )
+
+    def count(self, kind: str, hits: int, misses: int) -> None:
+        if hits:
+            self.hits[kind].inc(hits)
+        if misses:
+            self.misses[kind].inc(misses)
+
+    def watch(self, breaker_open: Callable[[], bool], owed: Callable[[], int]) -> None:
+        """Read the cache's breaker and debt when scraped."""
+        self._breaker.set_function(lambda: float(breaker_open()))
+        self._owed.set_function(lambda: float(owed()))
