@@ -58,6 +58,14 @@ class DynamoCounterTable:
             }
         }
 
+    async def write_absolute(self, user_id: int, counts: Counts, *, expected_version: int) -> bool:
+        """Set one user's counters to ``counts`` (whose version should be ``expected_version + 1``)
+        only if ``ver`` is still ``expected_version``: the consumer's own guarded write, without a
+        fence, for ``socialgraph reconcile --fix``. False when the version moved (or a consumer
+        transaction on the item was in flight); nothing is written then."""
+        update = CounterUpdate(user_id, Counts(version=expected_version), counts)
+        return await transact_once(self._dynamo, [self._update(update)]) is None
+
     async def commit(self, updates: Sequence[CounterUpdate], fence: Fence) -> bool:
         """One transaction, tried once: a racing transaction (another shard on the same user) is a
         refusal like a moved version, and the applier reads again before it tries again."""

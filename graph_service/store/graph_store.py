@@ -84,13 +84,7 @@ class DynamoGraphStore:
     # -- transaction elements -------------------------------------------------------------
 
     def _edge_puts(self, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
-        created, reverse = Edge(follower_id, at_us), Edge(followee_id, at_us)
-        return [
-            it.put(self._followers, it.item(it.key(it.EDGE, followee_id, follower_id), created), only_new=True),
-            it.put(self._followers, it.item(it.order_key(it.EDGE_ORDER, followee_id, created), created)),
-            it.put(self._following, it.item(it.key(it.EDGE, follower_id, followee_id), reverse), only_new=True),
-            it.put(self._following, it.item(it.order_key(it.EDGE_ORDER, follower_id, reverse), reverse)),
-        ]
+        return it.edge_puts(self._followers, self._following, follower_id, followee_id, at_us)
 
     def _edge_deletes(self, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
         return [
@@ -172,13 +166,7 @@ class DynamoGraphStore:
 
     async def add_edge(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:
         return await self._make(
-            [
-                *self._edge_puts(follower_id, followee_id, at_us),
-                self._absent(it.REQUEST, followee_id, follower_id),
-                *self._not_blocked(follower_id, followee_id),
-            ],
-            follower_id,
-            cap,
+            it.follow_elements(self._followers, self._following, follower_id, followee_id, at_us), follower_id, cap
         )
 
     async def add_request(self, follower_id: int, followee_id: int, at_us: int, *, cap: int = 0) -> Made:

@@ -29,6 +29,7 @@ __all__ = [
     "BLOCK",
     "EDGE",
     "EDGE_ORDER",
+    "FOLLOW_ELEMENTS",
     "OUTGOING",
     "REQUEST",
     "REQUEST_ORDER",
@@ -38,6 +39,8 @@ __all__ = [
     "count_outgoing",
     "delete",
     "delete_if_at",
+    "edge_puts",
+    "follow_elements",
     "item",
     "key",
     "order_key",
@@ -136,3 +139,34 @@ def check_public(table: str, user_id: int) -> Item:
 
 def check_absent(table: str, item_key: Item) -> Item:
     return {"ConditionCheck": {"TableName": table, "Key": item_key, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+
+FOLLOW_ELEMENTS = 7
+"""How many elements ``follow_elements`` returns (the outgoing count's update comes on top)."""
+
+
+def edge_puts(followers: str, following: str, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
+    """The four items of a follow edge: ``E#`` (only if new) and ``T#`` in each table."""
+    made, mirror = Edge(follower_id, at_us), Edge(followee_id, at_us)
+    return [
+        put(followers, item(key(EDGE, followee_id, follower_id), made), only_new=True),
+        put(followers, item(order_key(EDGE_ORDER, followee_id, made), made)),
+        put(following, item(key(EDGE, follower_id, followee_id), mirror), only_new=True),
+        put(following, item(order_key(EDGE_ORDER, follower_id, mirror), mirror)),
+    ]
+
+
+def follow_elements(followers: str, following: str, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
+    """The elements of one new follow edge, as ``DynamoGraphStore.add_edge`` writes them (it calls
+    this), without the follower's outgoing count (a batch of many follows moves each follower's
+    count once):
+
+    0 ``E#`` put in ``followers`` (only new), 1 its ``T#`` order item, 2 ``E#`` put in ``following``
+    (only new), 3 its ``T#`` order item, 4 no pending request of the pair, 5 and 6 no block either way.
+    """
+    return [
+        *edge_puts(followers, following, follower_id, followee_id, at_us),
+        check_absent(followers, key(REQUEST, followee_id, follower_id)),
+        check_absent(followers, key(BLOCK, follower_id, followee_id)),
+        check_absent(followers, key(BLOCK, followee_id, follower_id)),
+    ]

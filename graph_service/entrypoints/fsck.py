@@ -1,0 +1,95 @@
+"""The ``fsck`` command: arguments, then ``operations.fsck`` (the checks live there).
+
+Exit codes (SPEC §7): 0 no violation, or with ``--repair-cache`` only cache violations and all of
+them deleted; 1 violations left; 2 a usage error; 3 a dependency unreachable (``cli.main`` maps
+the exception).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from graph_service.domain.ids import MAX_ID, is_id
+from graph_service.entrypoints.exits import Exit
+from graph_service.operations.fsck import FsckPlan, clean, run_fsck
+from graph_service.operations.scanning import MAX_SEGMENTS
+from graph_service.settings import Settings
+
+__all__ = ["arguments", "run"]
+
+def _user_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a user ID: {text!r}") from None
+    if not is_id(value):
+        raise argparse.ArgumentTypeError(f"a user ID is between 1 and {MAX_ID}: {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"between 0 and 60 seconds: {text}")
+    return value
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's own arguments."""
+    parser.add_argument("users", nargs="*", type=_user_id, metavar="USER_ID", help="check these users")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--all", action="store_true", help="check every partition and every cache entry")
+    which.add_argument("--sample", type=_positive, metavar="N", help="check N users picked at random")
+    parser.add_argument(
+        "--repair-cache",
+        action="store_true",
+        help="delete cached entries that disagree with DynamoDB (they refill from it); exit 0 if only those were found",
+    )
+    parser.add_argument(
+        "--segments", type=_positive, default=4, metavar="N", help="parallel scan segments of --all (default: 4)"
+    )
+    parser.add_argument(
+        "--settle-seconds",
+        type=_seconds,
+        default=1.0,
+        metavar="S",
+        help="wait this long before looking again at a suspected violation (default: 1; writes in flight settle)",
+    )
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    chosen = bool(args.users) + bool(args.all) + bool(args.sample)
+    if chosen != 1:
+        print("socialgraph fsck: give USER_IDs, or --all, or --sample N (one of them)", file=sys.stderr)
+        return Exit.CONFIGURATION
+    if args.segments > MAX_SEGMENTS:
+        print(f"socialgraph fsck: --segments is at most {MAX_SEGMENTS}", file=sys.stderr)
+        return Exit.CONFIGURATION
+    if args.repair_cache and not settings.redis_url:
+        print("socialgraph fsck: --repair-cache needs the cache (SG_REDIS_URL is empty)", file=sys.stderr)
+        return Exit.CONFIGURATION
+    plan = FsckPlan(
+        users=tuple(args.users),
+        sample=args.sample or 0,
+        everything=args.all,
+        repair_cache=args.repair_cache,
+        segments=args.segments,
+        settle_seconds=args.settle_seconds,
+    )
+    report = asyncio.run(run_fsck(settings, plan))
+    return Exit.OK if clean(report, plan) else Exit.PROBLEMS_FOUND

@@ -1,0 +1,73 @@
+"""``socialgraph reconcile [USER_ID ...] [--all] [--fix]``: arguments, wiring and printing; the
+work is ``graph_service.operations.reconcile``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.entrypoints.components import build_graph_cache
+from graph_service.entrypoints.exits import Exit
+from graph_service.operations.reconcile import Reconciler, Report
+from graph_service.operations.reconcile_rules import parse_user_ids
+from graph_service.operations.scanning import MAX_SEGMENTS
+from graph_service.settings import Settings
+
+__all__ = ["arguments", "run"]
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's own arguments."""
+    parser.add_argument("user_ids", nargs="*", metavar="USER_ID", help="the users to check")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="check every user (parallel scans of users, following and followers), including the"
+        " following cap's count of follows plus pending requests",
+    )
+    parser.add_argument("--fix", action="store_true", help="write the true counts where drift is stable")
+    parser.add_argument("--segments", type=int, default=4, help="parallel scan segments per table with --all (4)")
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=5.0,
+        help="wait between two observations of a drifted user; must exceed the counters consumer's lag (5)",
+    )
+
+
+def _usage(message: str) -> int:
+    print(f"socialgraph reconcile: {message}", file=sys.stderr)
+    return Exit.CONFIGURATION
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        user_ids = parse_user_ids(args.user_ids)
+    except ValueError as exc:
+        return _usage(str(exc))
+    if bool(user_ids) == bool(args.all):
+        return _usage("give USER_IDs or --all (not both)")
+    if not 1 <= args.segments <= MAX_SEGMENTS:
+        return _usage(f"--segments must be between 1 and {MAX_SEGMENTS}")
+    if not 0 <= args.settle_seconds <= 3600:
+        return _usage("--settle-seconds must be between 0 and 3600")
+    report = asyncio.run(_reconcile(settings, args, user_ids))
+    for line in report.lines():
+        print(line)
+    return Exit.PROBLEMS_FOUND if report.unresolved else Exit.OK
+
+
+async def _reconcile(settings: Settings, args: argparse.Namespace, user_ids: list[int]) -> Report:
+    dynamo = AsyncDynamo.build(settings)
+    cache = build_graph_cache(settings) if args.fix else None
+    try:
+        reconciler = Reconciler(dynamo, settings, cache, fix=args.fix, settle_seconds=args.settle_seconds)
+        if args.all:
+            return await reconciler.everyone(segments=args.segments)
+        return await reconciler.users(user_ids)
+    finally:
+        if cache is not None:
+            await cache.aclose()
+        dynamo.close()

@@ -1,0 +1,149 @@
+"""``socialgraph fsck``: which users to check, in which order, and the report at the end.
+
+``--all`` walks every partition of ``followers`` (first: it also learns who has pending
+requests), then of ``following`` (where the following cap's count can then be checked), then the
+``users`` table (counters of users who have no edges left anywhere), each with parallel scan
+segments and a progress meter, and then every cache entry. Chosen users (``USER_ID ...`` or
+``--sample N``) get both their partitions read whole, the pairs these name checked from the other
+side, their counters recounted when they differ, and their cache entries compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TextIO
+
+import structlog
+
+from graph_service.cache.inspection import CacheInspector
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.operations import Item
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
+from graph_service.operations.fsck_cache import CacheChecker
+from graph_service.operations.fsck_confirm import Confirmer
+from graph_service.operations.fsck_report import CACHE_KINDS, Report
+from graph_service.operations.fsck_store import StoreChecker
+from graph_service.operations.progress import meter
+from graph_service.operations.scanning import approximate_item_count, for_each_partition, sample_partition_keys
+from graph_service.redis_client.connect import graph_cache_redis
+from graph_service.settings import Settings
+from graph_service.store.graph_store import DynamoGraphStore
+
+__all__ = ["FsckPlan", "clean", "run_fsck"]
+
+log = structlog.get_logger(__name__)
+USER_CONCURRENCY = 8
+REDIS_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class FsckPlan:
+    users: tuple[int, ...] = ()
+    """Check these users (and the other side of every pair their partitions name)."""
+    sample: int = 0
+    """Check this many users picked at random (when ``users`` is empty and not ``everything``)."""
+    everything: bool = False
+    """Walk every partition of the edge tables, the users table, and every cache entry."""
+    repair_cache: bool = False
+    """Delete the cached entries that disagree with the store."""
+    segments: int = 4
+    """Parallel scan segments of ``everything``."""
+    settle_seconds: float = 1.0
+    """How long after a first look a suspected violation is looked at again."""
+
+
+def clean(report: Report, plan: FsckPlan) -> bool:
+    """Nothing left to fix: no violation, or (with ``repair_cache``) only cache ones, all deleted."""
+    if not report.total:
+        return True
+    return plan.repair_cache and set(report.by_kind) <= CACHE_KINDS and report.unrepaired == 0
+
+
+async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = None) -> Report:
+    """Check what ``plan`` says, print each violation and the summary on ``out`` (stdout)."""
+    dynamo = AsyncDynamo.build(settings)
+    # The serving timeout (a quarter second by default) is for callers' latency; a check reading
+    # whole lists and SCANning the keyspace waits longer before it calls Redis unreachable.
+    redis = graph_cache_redis(
+        replace(settings, redis_timeout_seconds=max(settings.redis_timeout_seconds, REDIS_TIMEOUT_SECONDS))
+    )
+    report = Report(out)
+    checked: dict[str, int] = {}
+    try:
+        if redis is None:
+            log.warning("fsck_cache_skipped", reason="SG_REDIS_URL is empty")
+        else:
+            await redis.ping()  # unreachable: fail now (exit 3), not after a long scan of the tables
+        async with Confirmer(plan.settle_seconds) as later:
+            store = StoreChecker(dynamo, settings, report, later)
+            cache = None
+            if redis is not None:
+                cache = CacheChecker(
+                    CacheInspector(redis), DynamoGraphStore(dynamo, settings), report, later, repair=plan.repair_cache
+                )
+            if plan.everything:
+                await _everything(dynamo, settings, store, plan.segments)
+                users: Sequence[int] | None = None
+            else:
+                users = list(dict.fromkeys(plan.users)) or await _sample(dynamo, settings, plan.sample)
+                await _users(store, users)
+                checked["users"] = len(users)
+            if cache is not None:
+                await cache.check(users)
+        checked["partitions"] = store.partitions
+        checked["cache_entries"] = cache.checked if cache is not None else 0
+    finally:
+        dynamo.close()
+        if redis is not None:
+            await redis.aclose()
+    report.summary(checked)
+    return report
+
+
+async def _everything(dynamo: AsyncDynamo, settings: Settings, store: StoreChecker, segments: int) -> None:
+    tables = [settings.table(t) for t in (FOLLOWERS, FOLLOWING, USERS)]
+    totals = await asyncio.gather(*(approximate_item_count(dynamo, t) for t in tables))
+    total = None if None in totals else sum(t or 0 for t in totals)
+
+    async def followers(pk: int, items: list[Item]) -> None:
+        await store.check_partition(FOLLOWERS, pk, items, scanning=True)
+
+    async def following(pk: int, items: list[Item]) -> None:
+        await store.check_partition(FOLLOWING, pk, items, outgoing=True, scanning=True)
+
+    with meter("fsck", total) as progress:
+        await for_each_partition(dynamo, tables[0], followers, segments=segments, on_items=progress.advance)
+        await for_each_partition(dynamo, tables[1], following, segments=segments, on_items=progress.advance)
+        await store.check_requesters_without_partition()
+        await for_each_partition(
+            dynamo, tables[2], store.check_counter_item, segments=segments, key="user_id", on_items=progress.advance
+        )
+
+
+async def _users(store: StoreChecker, users: Sequence[int]) -> None:
+    gate = asyncio.Semaphore(USER_CONCURRENCY)
+
+    async def one(user_id: int) -> None:
+        async with gate:
+            await store.check_user(user_id)
+            progress.advance()
+
+    with meter("fsck", len(users)) as progress:
+        # Every user's check ends before a failure is raised: none is left running on closed clients.
+        results = await asyncio.gather(*(one(u) for u in users), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _sample(dynamo: AsyncDynamo, settings: Settings, wanted: int) -> list[int]:
+    """``wanted`` users picked at random among those with a partition in either edge table."""
+    found = await asyncio.gather(
+        *(sample_partition_keys(dynamo, settings.table(t), wanted) for t in (FOLLOWERS, FOLLOWING))
+    )
+    users = sorted({u for keys in found for u in keys})
+    random.shuffle(users)
+    return sorted(users[:wanted])

@@ -1,0 +1,105 @@
+"""What ``fsck`` found: one line per violation (and a JSON log line), then a summary by kind.
+
+A violation is named by its kind and the user whose partition (or cache slot) holds the offending
+item, with the other account of the pair where there is one. The same violation seen twice (from
+both partitions of a pair, or by two scan segments) is reported once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import TextIO
+
+import structlog
+
+__all__ = ["CACHE_KINDS", "KINDS", "Report", "Violation"]
+
+log = structlog.get_logger(__name__)
+
+KINDS = {
+    "edge_one_sided": "a follow in one table without its mirror in the other",
+    "edge_time_mismatch": "both directions present with different `at`",
+    "order_unpaired": "a T#/RT# order item without its E#/R# membership item at the same `at`, or the reverse",
+    "edge_and_request": "an edge and a pending request in the same direction",
+    "across_block": "an edge or a request between two accounts one of which blocks the other",
+    "counter_drift": "users' followers_count/following_count differ from the E# items",
+    "outgoing_count": "following pk=A sk=O `n` differs from A's follows plus pending requests (--all)",
+    "cache_follow_state": "a cached follow state (fs) that DynamoDB contradicts",
+    "cache_list": "a cached whole list (fl/fg) that differs from the store's order items",
+    "cache_counts": "cached counts (cnt) that differ from the users table",
+    "cache_relationship": "cached relationship flags (rl) that DynamoDB contradicts",
+    "cache_privacy": "a cached privacy flag (pv) that DynamoDB contradicts",
+}
+"""Every kind, with what it means (the README's table)."""
+
+CACHE_KINDS = frozenset(k for k in KINDS if k.startswith("cache_"))
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str
+    user: int
+    """The account whose partition or cache slot holds the offending item."""
+    other: int | None
+    """The other account of the pair, if the violation concerns a pair."""
+    detail: str
+
+
+class Report:
+    """Collects violations as they are confirmed, prints each once, and sums them up."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out or sys.stdout
+        self._seen: set[Violation] = set()
+        self.by_kind: Counter[str] = Counter()
+        self.repaired = 0
+
+    def add(self, violation: Violation, *, repaired: bool = False) -> bool:
+        """Print and log ``violation`` unless it was reported already; whether it was new."""
+        if violation.kind not in KINDS:
+            raise ValueError(f"unknown violation kind {violation.kind}")
+        if violation in self._seen:
+            return False
+        self._seen.add(violation)
+        self.by_kind[violation.kind] += 1
+        self.repaired += repaired
+        other = "" if violation.other is None else f" other={violation.other}"
+        done = " (repaired: entry deleted)" if repaired else ""
+        print(f"{violation.kind} user={violation.user}{other}: {violation.detail}{done}", file=self._out)
+        log.warning(
+            "fsck_violation",
+            kind=violation.kind,
+            user_id=violation.user,
+            other_id=violation.other,
+            detail=violation.detail,
+            repaired=repaired,
+        )
+        return True
+
+    @property
+    def violations(self) -> list[Violation]:
+        return sorted(self._seen, key=lambda v: (v.kind, v.user, v.other or 0, v.detail))
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_kind.values())
+
+    @property
+    def unrepaired(self) -> int:
+        """Violations still in place: every store violation, and cache ones not deleted."""
+        return self.total - self.repaired
+
+    def summary(self, checked: dict[str, int]) -> None:
+        """The last lines: counts by kind and what was checked."""
+        what = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in checked.items())
+        if not self.total:
+            print(f"fsck: no violation ({what})", file=self._out)
+        else:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.by_kind.items()))
+            repaired = f"; {self.repaired} repaired" if self.repaired else ""
+            plural = "" if self.total == 1 else "s"
+            print(f"fsck: {self.total} violation{plural} ({kinds}){repaired} ({what})", file=self._out)
+        emit = log.warning if self.total else log.info
+        emit("fsck_summary", violations=self.total, repaired=self.repaired, by_kind=dict(self.by_kind), **checked)

@@ -1,0 +1,130 @@
+"""``socialgraph reconcile``: users' counters (and, with ``--all``, the following cap's count)
+against the edge tables, reported per drifted user, and with ``--fix`` corrected without racing
+the counters consumer.
+
+- Given users: each one's counters against ``Select=COUNT`` queries (``reconcile_counts``).
+- ``--all``: a census of every user (``reconcile_census``), then the same check of each user the
+  census shows as drifted (the scan is not a snapshot), and the outgoing check of each user whose
+  ``n`` disagrees with the census (``reconcile_outgoing``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from graph_service.cache.graph_cache import GraphCache
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.operations.edge_counts import EdgeCounter
+from graph_service.operations.progress import meter
+from graph_service.operations.reconcile_census import take_census, total_items
+from graph_service.operations.reconcile_counts import CountsReconciler, bounded
+from graph_service.operations.reconcile_outgoing import OutgoingReconciler
+from graph_service.operations.reconcile_rules import (
+    Outcome,
+    OutgoingFinding,
+    UserFinding,
+    outgoing_line,
+    summary_line,
+    user_line,
+)
+from graph_service.settings import Settings
+from graph_service.store.counter_table import DynamoCounterTable
+
+__all__ = ["Reconciler", "Report"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Report:
+    users: list[UserFinding]
+    """Every user found drifted (whatever became of it), by user ID."""
+    users_checked: int
+    outgoing: list[OutgoingFinding] | None
+    """Every outgoing count found drifted, by user ID; None when not checked (no ``--all``)."""
+    outgoing_checked: int
+    elapsed_seconds: float
+    fixing: bool
+
+    @property
+    def unresolved(self) -> bool:
+        """Drift left behind: found without ``--fix``, or too busy to confirm or fix."""
+        outgoing = self.outgoing or []
+        return any(f.outcome.unresolved for f in self.users) or any(f.outcome.unresolved for f in outgoing)
+
+    def lines(self) -> list[str]:
+        """One line per drifted user (and outgoing count), then the summary."""
+        found = [user_line(f, fixing=self.fixing) for f in self.users]
+        found += [outgoing_line(f, fixing=self.fixing) for f in self.outgoing or []]
+        return [*found, self.summary()]
+
+    def summary(self) -> str:
+        return summary_line(self.users, self.users_checked, self.outgoing, self.outgoing_checked, self.elapsed_seconds)
+
+
+def _drifted(findings: Sequence[UserFinding]) -> list[UserFinding]:
+    return sorted((f for f in findings if f.outcome is not Outcome.CLEAN), key=lambda f: f.user_id)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        dynamo: AsyncDynamo,
+        settings: Settings,
+        cache: GraphCache | None,
+        *,
+        fix: bool,
+        settle_seconds: float,
+        rounds: int = 3,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._dynamo = dynamo
+        self._settings = settings
+        self._fix = fix
+        counter = EdgeCounter(dynamo, settings)
+        self._counts = CountsReconciler(
+            DynamoCounterTable(dynamo, settings), counter, cache, fix=fix, settle_seconds=settle_seconds,
+            rounds=rounds, sleep=sleep,
+        )  # fmt: skip
+        self._outgoing = OutgoingReconciler(dynamo, settings, counter, fix=fix, rounds=rounds)
+
+    async def users(self, user_ids: Sequence[int]) -> Report:
+        started = time.monotonic()
+        findings = await self._counts.check(list(user_ids))
+        return self._finish(Report(_drifted(findings), len(user_ids), None, 0, time.monotonic() - started, self._fix))
+
+    async def everyone(self, *, segments: int) -> Report:
+        started = time.monotonic()
+        with meter("reconcile", await total_items(self._dynamo, self._settings)) as progress:
+            census = await take_census(self._dynamo, self._settings, segments=segments, meter=progress)
+        suspects = sorted(u for u, seen in census.items() if seen.counts_drifted)
+        outgoing = sorted(u for u, seen in census.items() if seen.has_outgoing and seen.outgoing.drifted)
+        log.info("reconcile_census", users=len(census), suspects=len(suspects), outgoing_suspects=len(outgoing))
+        findings = _drifted(await self._counts.check(suspects))
+        rechecks = [functools.partial(self._outgoing.recheck, u, census[u].outgoing) for u in outgoing]
+        outgoing_findings = [f for f in await bounded(rechecks) if f.outcome is not Outcome.CLEAN]
+        checked_outgoing = sum(seen.has_outgoing for seen in census.values())
+        elapsed = time.monotonic() - started
+        return self._finish(Report(findings, len(census), outgoing_findings, checked_outgoing, elapsed, self._fix))
+
+    @staticmethod
+    def _finish(report: Report) -> Report:
+        def tally(findings: Sequence[UserFinding] | Sequence[OutgoingFinding]) -> dict[str, int]:
+            return {o.value: sum(f.outcome is o for f in findings) for o in Outcome if o is not Outcome.CLEAN}
+
+        log.info(
+            "reconcile_summary",
+            users_checked=report.users_checked,
+            users=tally(report.users),
+            outgoing_checked=report.outgoing_checked if report.outgoing is not None else None,
+            outgoing=tally(report.outgoing) if report.outgoing is not None else None,
+            elapsed_seconds=round(report.elapsed_seconds, 2),
+            fixing=report.fixing,
+        )
+        return report
