@@ -40,8 +40,9 @@ class CountersConsumer:
     async def redo_last_repairs(self) -> None:
         """After a (re)start: the last chunk of every shard may have missed its repair; debts too."""
         for checkpoint in (await self._checkpoints.load_all()).values():
-            if not await self._repairer.redo(decode_note(checkpoint.note)):
-                await self._checkpoints.add_debt(checkpoint.note)
+            changes = decode_note(checkpoint.note)
+            if not await self._repairer.redo(changes):
+                await self._repairer.owe(changes)
         self._repairer.start()
 
     async def handle(self, shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:

@@ -50,7 +50,10 @@ class CacheRepairer:
     ) -> None:
         self._cache = cache
         self._metrics = metrics if metrics is not None else CountersMetrics()
-        """``repair_debts``: owed repairs as last seen (the stored ones are counted when settling reads them)."""
+        """``debts``: owed repairs. Exact: a debt is stored and counted under ``_counting``, and a
+        settling look reads the stored debts and sets the gauge under it too, so no debt can be
+        both in the look and counted again after it (nor missed by both)."""
+        self._counting = asyncio.Lock()
         self._applier = applier
         self._debts = debts
         self._unsaved: list[list[EdgeChange]] = []
@@ -72,13 +75,22 @@ class CacheRepairer:
     async def repair(self, changes: list[EdgeChange], counts: dict[int, Counts]) -> None:
         if self._cache is None or await self._attempt(changes, counts):
             return
-        if self._debts is not None:
-            await self._debts.add_debt(encode_note(changes))
-        else:
-            self._unsaved.append(changes)
-        self._metrics.debts.inc()
+        await self.owe(changes)
         log.warning("cache_repair_deferred", changes=len(changes))
         self.start()
+
+    async def owe(self, changes: list[EdgeChange]) -> None:
+        """Remember a repair that could not be made: stored as a debt (kept in memory without a
+        debt store) and counted in ``socialgraph_counters_repair_debts``. ``start`` settles it."""
+        if not changes:
+            return  # nothing to redo (the debt store keeps no empty note either)
+        if self._debts is None:
+            self._unsaved.append(changes)
+            self._metrics.debts.inc()
+            return
+        async with self._counting:
+            await self._debts.add_debt(encode_note(changes))
+            self._metrics.debts.inc()
 
     async def touch(self, pairs: list[tuple[int, int]]) -> None:
         """Drop cached relationship and privacy entries of pairs whose requests or blocks changed.
@@ -113,8 +125,9 @@ class CacheRepairer:
             self._metrics.debts.dec()
         if self._debts is None:
             return True
-        stored = await self._debts.debts()
-        self._metrics.debts.set(len(stored))
+        async with self._counting:  # no debt is being stored while the look is taken and counted
+            stored = await self._debts.debts()
+            self._metrics.debts.set(len(self._unsaved) + len(stored))
         for key, note in stored.items():
             if not await self.redo(decode_note(note)):
                 return False

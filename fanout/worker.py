@@ -2,19 +2,28 @@
 writes of every record before them are done (at-least-once; the writes are idempotent).
 
 What it applies, skips and writes, and its lag per partition (high-water mark minus the offset it
-committed), go to its ``FanoutMetrics``; each answered poll is a heartbeat for ``/readyz``."""
+committed), go to its ``FanoutMetrics``.
+
+Readiness (``/readyz``) beats only on evidence that the broker answered: a poll that returned
+records, or, when polls come back empty and the last beat is older than a third of the stale
+window, a metadata request (``consumer.topics()``, asked at most once per third) answered within
+that third. An empty poll alone proves nothing: aiokafka's ``getmany`` returns ``{}`` after its
+timeout while the broker is down (it retries fetches in the background). The probe runs in the
+poll loop, not beside it, so a worker busy retrying one batch (Redis or DynamoDB down) does not
+beat either."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from fanout.applier import Fanout
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
@@ -66,17 +75,23 @@ class FanoutWorker:
         self.metrics = metrics if metrics is not None else FanoutMetrics()
         self.metrics.watch_lag(self.kafka_lag)
         self._live: AIOKafkaConsumer | None = None
+        self._probed_at = float("-inf")
+        """When the broker was last asked for metadata (``_beat_if_answered``)."""
         self._committed: Offsets = {}
         """Per assigned partition: the offset this worker committed last, or the one it started from."""
 
     def kafka_lag(self) -> dict[tuple[str, int], int]:
-        """Records not yet committed, per assigned partition whose high-water mark is known."""
+        """Records not yet committed, per assigned partition whose high-water mark is known. Called
+        by a scrape, from the metrics endpoint's worker thread: it only reads."""
         consumer = self._live
         if consumer is None:
             return {}
         lags = {}
-        for tp, committed in list(self._committed.items()):
-            highwater = consumer.highwater(tp)
+        for tp, committed in list(self._committed.items()):  # list(): scraped from a worker thread
+            try:
+                highwater = consumer.highwater(tp)
+            except (AssertionError, KeyError, AttributeError):  # revoked meanwhile: its next owner reports it
+                continue
             if highwater is not None:
                 lags[(tp.topic, tp.partition)] = max(0, highwater - committed)
         return lags
@@ -113,7 +128,7 @@ class FanoutWorker:
         try:
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS)
-                self.metrics.heartbeat.beat()
+                await self._beat_if_answered(consumer, bool(batch))
                 self.assigned = set(consumer.assignment())
                 await self._note_positions(consumer, batch)
                 if not batch:
@@ -138,6 +153,26 @@ class FanoutWorker:
             self._live = None
             await consumer.stop()
             log.info("fanout_stopped", **self.stats.handled, skipped=dict(self.stats.skipped))
+
+    async def _beat_if_answered(self, consumer: AIOKafkaConsumer, fetched: bool) -> None:
+        """Beat if records came back, or if the broker answers a metadata request (asked at most
+        once per third of the stale window, and only when no beat came for that long; given that
+        long to answer)."""
+        heartbeat = self.metrics.heartbeat
+        if fetched:
+            heartbeat.beat()
+            return
+        probe_seconds = heartbeat.stale_after / 3
+        now = time.monotonic()
+        if not heartbeat.older_than(probe_seconds) or now - self._probed_at < probe_seconds:
+            return  # answered recently, or asked recently (a broker that is down is not asked in a loop)
+        self._probed_at = now
+        try:
+            await asyncio.wait_for(consumer.topics(), timeout=probe_seconds)
+        except (KafkaError, TimeoutError) as exc:
+            log.debug("fanout_broker_probe_failed", error=repr(exc))
+            return
+        heartbeat.beat()
 
     async def _apply(
         self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], stop: asyncio.Event

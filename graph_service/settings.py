@@ -37,6 +37,19 @@ def _bool(raw: str) -> bool:
     raise SettingsError(f"not a boolean: {raw!r}")
 
 
+def _check_url(variable: str, url: str, schemes: set[str]) -> None:
+    """A URL the clients can use: one of ``schemes``, a host, a numeric port if any."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise SettingsError(f"{variable}: not a usable URL ({exc}): {url!r}") from exc
+    if parts.scheme not in schemes:
+        raise SettingsError(f"{variable} must start with {' or '.join(sorted(f'{s}://' for s in schemes))}: {url!r}")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise SettingsError(f"{variable} names no host: {url!r}")
+
+
 def _is_host_port(address: str) -> bool:
     host, sep, port = address.rpartition(":")
     return bool(sep and host) and port.isdigit() and 0 <= int(port) <= 65_535
@@ -57,13 +70,13 @@ class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis URL (rediss:// for TLS); empty disables caching."""
     redis_cluster: bool = False
-    """Treat redis_url as a seed node of a Redis Cluster."""
+    """Treat SG_REDIS_URL as a seed node of a Redis Cluster."""
     redis_timeout_seconds: float = 0.25
     """Socket timeout of Redis calls; past it a read falls back to DynamoDB."""
     redis_max_connections: int = 256
     """Most Redis calls in flight per process (and connections per Redis node); more wait their turn."""
     cache_ttl_seconds: int = 86_400
-    """Lifetime of cached follow states, lists and counts."""
+    """Lifetime of cached follow states, lists, counts, relationships and privacy flags."""
     adjacency_cache_limit: int = 50_000
     """Lists longer than this are never cached whole (SPEC §6)."""
     default_page_size: int = 50
@@ -82,12 +95,13 @@ class Settings:
     """ListKnownFollowers/ListMutualFollows load the viewer's followees into memory only below this."""
     page_token_secret: str = field(default="", repr=False)
     """Comma-separated HMAC keys of page tokens, shared by all replicas: tokens are signed with the first
-    and accepted with any (rotation). Empty: a development key, allowed only with a DynamoDB endpoint
-    on this machine (see ``on_aws``)."""
+    and accepted with any (rotation). Empty: a development key, allowed only with an SG_DYNAMODB_ENDPOINT
+    on this machine (localhost or a loopback address)."""
     auth_tokens_file: str = ""
     """TOML file of the callers and their scopes (SPEC §7.1); empty: no authentication (the local stack)."""
     auth_disabled: bool = False
-    """Say on purpose that a server against real tables (see ``on_aws``) runs without SG_AUTH_TOKENS_FILE."""
+    """Say on purpose that a server against real tables (any SG_DYNAMODB_ENDPOINT not on this machine)
+    runs without SG_AUTH_TOKENS_FILE."""
     auth_reload_seconds: float = 1.0
     """How often the callers file is checked for changes (SIGHUP re-reads it at once)."""
     tls_cert_file: str = ""
@@ -152,7 +166,7 @@ class Settings:
     timeline_redis_url: str = ""
     """Redis (or Cluster seed) of the timelines, when they have a Redis of their own; empty: SG_REDIS_URL."""
     timeline_redis_cluster: bool = False
-    """Treat timeline_redis_url as a seed node of a Redis Cluster (unused when that URL is empty)."""
+    """Treat SG_TIMELINE_REDIS_URL as a seed node of a Redis Cluster (unused when that URL is empty)."""
     timeline_cap: int = 800
     """Entries kept per home timeline (``home_timeline:{user_id}``)."""
     recent_tweets_cap: int = 200
@@ -182,7 +196,8 @@ class Settings:
                 else:
                     values[spec.name] = raw
             except ValueError as exc:
-                raise SettingsError(f"SG_{spec.name.upper()}: {exc}") from exc
+                wanted = {bool: "true or false", int: "a whole number", float: "a number"}.get(kind, "valid")
+                raise SettingsError(f"SG_{spec.name.upper()} must be {wanted}, not {raw!r}") from exc
         settings = cls(**values)  # type: ignore[arg-type]
         settings.validate()
         return settings
@@ -220,6 +235,18 @@ class Settings:
             raise SettingsError("SG_FOLLOW_RATE_LIMIT and SG_MAX_FOLLOWING must not be negative (0 turns them off)")
         if self.follow_rate_window_seconds < 1:
             raise SettingsError("SG_FOLLOW_RATE_WINDOW_SECONDS must be at least 1")
+        if self.dynamodb_endpoint:
+            _check_url("SG_DYNAMODB_ENDPOINT", self.dynamodb_endpoint, {"http", "https"})
+        for variable, url in (("SG_REDIS_URL", self.redis_url), ("SG_TIMELINE_REDIS_URL", self.timeline_redis_url)):
+            if url:
+                _check_url(variable, url, {"redis", "rediss", "unix"})
+        servers = [part.strip() for part in self.kafka_bootstrap_servers.split(",")]
+        if not all(_is_host_port(server) for server in servers):
+            raise SettingsError(
+                f"SG_KAFKA_BOOTSTRAP_SERVERS must be host:port[,host:port...]: {self.kafka_bootstrap_servers!r}"
+            )
+        if not _is_host_port(self.grpc_address):
+            raise SettingsError(f"SG_GRPC_ADDRESS must be host:port: {self.grpc_address!r}")
         if self.log_level.strip().lower() not in LOG_LEVELS:
             raise SettingsError(f"SG_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)} (not {self.log_level!r})")
         if not 1 <= self.metrics_base_port <= 65_532:

@@ -1,6 +1,7 @@
 """The graph's Redis cache: every operation is one script or one read in one user's slot.
 
-Failure rule: a Redis error never fails a caller. A read that fails is a miss; a write-through
+Failure rule: a Redis error never fails a caller. A read that fails is a miss (so is one skipped
+because the cache is not trusted: a miss is a read that went to DynamoDB); a write-through
 that fails leaves a *pending invalidation*, and until every pending invalidation has been
 delivered the cache is not trusted for reads (callers go to DynamoDB). The counters consumer
 also invalidates every edge it sees, which covers other replicas and crashes.
@@ -58,8 +59,17 @@ class GraphCache:
         self._repair = redis.register_script(scripts.REPAIR_EDGE)
         self.hits = 0
         self.misses = 0
-        """Every kind but ``privacy``, summed (what tests and benchmarks read); by kind in ``report_to``'s metrics."""
+        """Every kind but ``privacy``, summed (what tests and benchmarks read); by kind in ``report_to``'s
+        metrics. A miss is a read that went to DynamoDB: absent from Redis, Redis failed, or the cache
+        was not trusted (breaker open, invalidations owed) so Redis was not asked."""
         self._metrics = CacheMetrics()
+
+    def _count(self, kind: str, hits: int, misses: int) -> None:
+        """Count ``hits`` and ``misses`` reads of ``kind`` (``privacy`` stays out of the ints)."""
+        if kind != "privacy":
+            self.hits += hits
+            self.misses += misses
+        self._metrics.count(kind, hits, misses)
 
     def report_to(self, metrics: CacheMetrics) -> None:
         """Count hits and misses by kind into ``metrics`` (the process's registry), which also reads
@@ -133,14 +143,13 @@ class GraphCache:
 
     async def get_follow_state(self, follower_id: int, followee_id: int) -> bool | None:
         if not self.trusted:
+            self._count("follow_state", 0, 1)
             return None
         ok, value = await self._try(lambda: self._redis.get(keys.follow_state(follower_id, followee_id)))
         if not ok or value is None:
-            self.misses += 1
-            self._metrics.misses["follow_state"].inc()
+            self._count("follow_state", 0, 1)
             return None
-        self.hits += 1
-        self._metrics.hits["follow_state"].inc()
+        self._count("follow_state", 1, 0)
         return bool(value == "1")
 
     async def fill_follow_state(self, follower_id: int, followee_id: int, following: bool, seen: str) -> None:
@@ -251,17 +260,19 @@ class GraphCache:
     ) -> tuple[dict[int, Relationship], str | None]:
         """The cached entries (one round trip: all keys share the actor's slot) and the actor's
         epoch to guard a fill of the rest (None: do not fill)."""
-        if not self.trusted or not target_ids:
+        if not target_ids:
+            return {}, None
+        if not self.trusted:
+            self._count("relationships", 0, len(target_ids))
             return {}, None
         ok, values = await self._try(
             lambda: self._redis.mget([keys.epoch(actor_id), *(keys.relationship(actor_id, t) for t in target_ids)])
         )
         if not ok or values is None:
+            self._count("relationships", 0, len(target_ids))
             return {}, None
         found = {t: Relationship.decode(str(v)) for t, v in zip(target_ids, values[1:], strict=True) if v}
-        self.hits += len(found)
-        self.misses += len(target_ids) - len(found)
-        self._metrics.count("relationships", len(found), len(target_ids) - len(found))
+        self._count("relationships", len(found), len(target_ids) - len(found))
         return found, str(values[0] or "0")
 
     async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None:
@@ -275,12 +286,13 @@ class GraphCache:
 
     async def get_private(self, user_id: int) -> bool | None:
         if not self.trusted:
+            self._count("privacy", 0, 1)
             return None
         ok, value = await self._try(lambda: self._redis.get(keys.privacy(user_id)))
         if not ok or value is None:
-            self._metrics.misses["privacy"].inc()
+            self._count("privacy", 0, 1)
             return None
-        self._metrics.hits["privacy"].inc()
+        self._count("privacy", 1, 0)
         return bool(value == "1")
 
     async def fill_private(self, user_id: int, private: bool, seen: str) -> None:
@@ -315,6 +327,7 @@ class GraphCache:
     async def read_list(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage | None:
         """A page from a cached whole list, or None on a miss."""
         if not self.trusted:
+            self._count("lists", 0, 1)
             return None
         start = "+" if after is None else f"({after.position}"
         ok, members = await self._try(
@@ -329,11 +342,9 @@ class GraphCache:
             )
         )
         if not ok or not members:
-            self.misses += 1
-            self._metrics.misses["lists"].inc()
+            self._count("lists", 0, 1)
             return None
-        self.hits += 1
-        self._metrics.hits["lists"].inc()
+        self._count("lists", 1, 0)
         entries = [Edge.from_position(str(m)) for m in members if m != SENTINEL]
         return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
 
@@ -376,7 +387,10 @@ class GraphCache:
 
     async def get_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
         """Cached counts of those users that are cached (one pipelined round trip per node)."""
-        if not self.trusted or not user_ids:
+        if not user_ids:
+            return {}
+        if not self.trusted:
+            self._count("counts", 0, len(user_ids))
             return {}
 
         async def read() -> list[list[str | None]]:
@@ -390,9 +404,7 @@ class GraphCache:
         for user_id, row in zip(user_ids, rows or [], strict=False):
             if row and None not in row:
                 found[user_id] = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
-        self.hits += len(found)
-        self.misses += len(user_ids) - len(found)
-        self._metrics.count("counts", len(found), len(user_ids) - len(found))
+        self._count("counts", len(found), len(user_ids) - len(found))
         return found
 
     async def set_counts(self, user_id: int, counts: Counts) -> bool:

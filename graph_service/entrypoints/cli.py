@@ -7,13 +7,13 @@ import asyncio
 import json
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 import structlog
 
-from graph_service.domain.errors import DomainError
+from graph_service.domain.errors import DomainError, Unavailable
 from graph_service.entrypoints.exits import Exit, classify
 from graph_service.entrypoints.logging import configure_logging
 from graph_service.entrypoints.runtime import Runtime, run_until_signal
@@ -91,9 +91,11 @@ def _post(settings: Settings, args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(post())
+    except Unavailable:
+        raise  # an outage, not a bad tweet: exit 3 (see exits.py)
     except DomainError as exc:
         print(f"socialgraph post: {exc.message}", file=sys.stderr)
-        return 2
+        return Exit.CONFIGURATION
 
 
 def _up(settings: Settings, args: argparse.Namespace) -> int:
@@ -103,7 +105,7 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
         if exc.name != "socialgraph_devstack":
             raise
         print("socialgraph up: the local stack needs the development tools: pip install -e ./devstack", file=sys.stderr)
-        return 2
+        return Exit.CONFIGURATION
     return run_stack(settings)
 
 
@@ -119,7 +121,7 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
             + (f" (unknown: {', '.join(unknown)})" if unknown else ""),
             file=sys.stderr,
         )
-        return 2
+        return Exit.CONFIGURATION
     token = mint_token()
     where = settings.auth_tokens_file or "the file SG_AUTH_TOKENS_FILE names"
     print(f"token (shown once; give it to {args.name}, it is not stored anywhere):\n\n  {token}\n")
@@ -159,6 +161,7 @@ TOPICS = ("tweets_topic", "graph_events_topic")
 TIMELINES = ("timeline_redis_url", "timeline_redis_cluster", "timeline_cap", "recent_tweets_cap")
 STREAMS = ("stream_poll_seconds", "shard_refresh_seconds")
 METRICS = ("metrics_address",)
+TOPIC_CREATION = ("topic_partitions", "topic_replication_factor")
 PROCESS = (*LOGS, *METRICS, "shutdown_grace_seconds")
 AUTH = ("auth_tokens_file", "auth_disabled", "auth_reload_seconds")
 TLS = ("tls_cert_file", "tls_key_file", "tls_client_ca_file")
@@ -212,7 +215,16 @@ COMMANDS: dict[str, Command] = {
         " the tables and topics, then run serve, counters, relay and fanout, and print how to call the"
         " service with grpcurl and where each process's metrics are. Settings in the environment (auth,"
         " limits, metrics) reach every process it starts; the endpoints of the local servers are its own.",
-        (*PROCESS, "metrics_base_port", *AUTH, *TLS, *LIMITS, "grpc_address", "topic_partitions"),
+        (
+            *PROCESS,
+            "metrics_base_port",
+            *AUTH,
+            *TLS,
+            *LIMITS,
+            "grpc_address",
+            "topic_partitions",
+            "topic_replication_factor",
+        ),
         _up,
     ),
     "serve": Command(
@@ -261,7 +273,7 @@ COMMANDS: dict[str, Command] = {
     "create-topics": Command(
         "create the Kafka topics if missing (idempotent)",
         "Create the Kafka topics of the relay and fanout if they do not exist yet.",
-        (*LOGS, *KAFKA, *TOPICS, "topic_partitions", "topic_replication_factor"),
+        (*LOGS, *KAFKA, *TOPICS, *TOPIC_CREATION),
         _create_topics,
     ),
     "reconcile": Command(
@@ -320,30 +332,36 @@ def package_version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command line, only the chosen command's arguments and help are built
+    (so ``serve`` does not import the operator commands, ``rich`` or the dev stack to start)."""
+    chosen = None if argv is None else next((a for a in argv if a in COMMANDS), "")
     parser = argparse.ArgumentParser(
         prog="socialgraph",
         description="The follow graph service and its stream consumers. Every setting is an SG_* environment variable.",
         epilog="exit codes: 0 success, 1 a check found problems, 2 usage or configuration error,"
-        " 3 a dependency is unreachable, 70 an internal error (a bug; its traceback is logged)",
+        " 3 a dependency is unreachable, 130 interrupted (Ctrl-C), 70 an internal error (a bug; its"
+        " traceback is logged)",
     )
     parser.add_argument("--version", action="version", version=f"socialgraph {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
+        built = chosen is None or name == chosen
         child = sub.add_parser(
             name,
             help=command.summary,
             description=textwrap.fill(command.description, width=100),
-            epilog=settings_epilog(command.reads) + (_stack_variables() if name == "up" else ""),
+            epilog=(settings_epilog(command.reads) + (_stack_variables() if name == "up" else "")) if built else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        if command.arguments is not None:
+        if command.arguments is not None and built:
             command.arguments(child)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser(given).parse_args(given)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:

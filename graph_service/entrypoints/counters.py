@@ -39,7 +39,8 @@ class CountersRuntime:
     repairer: CacheRepairer
     consumer: CountersConsumer
     stream_metrics: StreamMetrics
-    """Lag per shard; ``/readyz`` asks it whether the reader runs and its stream answers."""
+    """Lag per shard; ``/readyz`` asks it whether the reader runs and progresses (batches handled,
+    or reads finding its shards caught up)."""
     metrics: MetricsServer
 
     @property
@@ -70,10 +71,11 @@ class CountersRuntime:
         log.info("counters_stopped")
 
 
-async def build_counters(settings: Settings) -> CountersRuntime:
-    """The consumer, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken)."""
+async def build_counters(settings: Settings, *, stale_after: float = 30.0) -> CountersRuntime:
+    """The consumer, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken);
+    ``/readyz`` is 503 once a stream reader or one of its shards made no progress for ``stale_after`` seconds."""
     registry = process_registry()
-    stream_metrics = StreamMetrics(registry)
+    stream_metrics = StreamMetrics(registry, stale_after=stale_after)
     metrics = await start_metrics_server(metrics_address(settings, "counters"), registry, stream_metrics.problem)
     counters_metrics = CountersMetrics(registry)
     dynamo = AsyncDynamo.build(settings)

@@ -39,13 +39,12 @@ class Exit(IntEnum):
 
 
 _UNREACHABLE: tuple[type[BaseException], ...] = (
-    Unavailable,
+    Unavailable,  # our wrapper of connection failures and of throttling past the retries
     EndpointConnectionError,
     ConnectTimeoutError,
     ReadTimeoutError,
     ConnectionClosedError,
     ConnectionError,  # the builtin: refused, reset (Redis and Kafka clients raise subclasses of it or wrap it)
-    TimeoutError,
 )
 _CONFIGURATION: tuple[type[BaseException], ...] = (
     SettingsError,
@@ -54,6 +53,14 @@ _CONFIGURATION: tuple[type[BaseException], ...] = (
     PartialCredentialsError,
     NoRegionError,
 )
+CONFIGURATION_CODES = {
+    "ResourceNotFoundException": "are SG_TABLE_PREFIX and the region right? `socialgraph create-tables` makes them",
+    "AccessDeniedException": "the AWS credentials in use may not do this",
+    "UnrecognizedClientException": "the AWS credentials are not valid",
+    "InvalidSignatureException": "the AWS secret key does not match",
+    "ExpiredTokenException": "the AWS session token has expired",
+}
+"""DynamoDB refusals that the operator's settings or credentials cause (others are bugs or outages)."""
 
 
 def _third_party_unreachable() -> tuple[type[BaseException], ...]:
@@ -72,42 +79,54 @@ def _configuration_by_name(exc: BaseException) -> bool:
     return any(cls.__name__ in {"CallersFileError", "TlsFilesError"} for cls in type(exc).__mro__)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and what it was raised from, outermost first (our wrappers, e.g. ``Unavailable``,
-    keep the library's exception as the cause)."""
-    seen: list[BaseException] = []
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and what it was explicitly raised from (``raise ... from``), outermost first.
+    Only ``__cause__``: an exception merely raised while another was handled (``__context__``) is
+    not explained by it, and a bug raised in an ``except`` block must keep its traceback."""
+    chain: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__
+    return chain
 
 
-def _configuration(exc: BaseException) -> str | None:
-    if isinstance(exc, _CONFIGURATION) or _configuration_by_name(exc):
-        return f"bad configuration: {exc}"
-    if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code == "ResourceNotFoundException":
-            hint = "are SG_TABLE_PREFIX and the region right? `socialgraph create-tables` makes the tables"
-            return f"{exc} ({hint})"
-        return f"DynamoDB refused the call: {exc}"
+def _judge(link: BaseException, unreachable: tuple[type[BaseException], ...]) -> tuple[Exit, str] | None:
+    if isinstance(link, _CONFIGURATION) or _configuration_by_name(link):
+        return Exit.CONFIGURATION, f"bad configuration: {link}"
+    if isinstance(link, ClientError):
+        code = str(link.response.get("Error", {}).get("Code", ""))
+        if code in CONFIGURATION_CODES:
+            return Exit.CONFIGURATION, f"bad configuration: {link} ({CONFIGURATION_CODES[code]})"
+        return None  # throttling past the retries arrives wrapped in Unavailable; anything else is a bug
+    if isinstance(link, unreachable):
+        return Exit.UNREACHABLE, f"a dependency is unreachable: {_named(link)}"
     return None
+
+
+def _named(exc: BaseException) -> str:
+    """The failure, saying which dependency when the library's message does not (redis-py's
+    "Error 111 connecting to ..." names no Redis)."""
+    text = str(exc) or type(exc).__name__
+    library = type(exc).__module__.split(".", 1)[0]
+    name = {"redis": "Redis", "aiokafka": "Kafka"}.get(library)
+    return f"{name}: {text}" if name and not text.startswith(name) else text
 
 
 def classify(exc: BaseException) -> tuple[Exit, str] | None:
     """The exit code and the one line to print for a failure that is the operator's to fix; None
-    for a failure that is a bug (it keeps its traceback). A configuration cause anywhere in the chain
-    wins (missing AWS credentials surface as an unavailable DynamoDB, but are the operator's setting)."""
-    chain = _chain(exc)
-    for link in chain:
-        line = _configuration(link)
-        if line is not None:
-            return Exit.CONFIGURATION, line
+    for a failure that is a bug (it keeps its traceback).
+
+    The root cause decides the code, so the innermost link that means something wins: missing AWS
+    credentials surface as an unavailable DynamoDB (wrapped) but are the operator's setting (2);
+    throttling past the retries is a ``ClientError`` wrapped in ``Unavailable``: an outage (3). The
+    line is the outermost link of that kind, which says what was being done (``DynamoDB query: ...``)."""
     unreachable = _UNREACHABLE + _third_party_unreachable()
-    for link in chain:
-        if isinstance(link, unreachable):
-            return Exit.UNREACHABLE, f"a dependency is unreachable: {link or type(link).__name__}"
-    if isinstance(exc, DomainError):
+    judged = [(link, _judge(link, unreachable)) for link in _causes(exc)]
+    found = [verdict for _, verdict in judged if verdict is not None]
+    if found:
+        code = found[-1][0]
+        return next(verdict for verdict in found if verdict[0] == code)
+    if isinstance(exc, DomainError):  # a bad argument the domain refused (e.g. a tweet's text)
         return Exit.CONFIGURATION, exc.message
     return None

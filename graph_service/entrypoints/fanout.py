@@ -37,7 +37,8 @@ class FanoutRuntime:
     cache: GraphCache | None
     dynamo: AsyncDynamo
     metrics: MetricsServer
-    """``/readyz``: the Kafka consumer started and its last poll answered recently."""
+    """``/readyz``: the Kafka consumer started and the broker answered it recently (records
+    fetched, or a metadata request answered while polls come back empty)."""
 
     @property
     def metrics_port(self) -> int:
@@ -58,17 +59,21 @@ class FanoutRuntime:
 
 
 async def build_fanout(
-    settings: Settings, *, after_writes: Callable[[Offsets], Awaitable[None]] | None = None
+    settings: Settings,
+    *,
+    after_writes: Callable[[Offsets], Awaitable[None]] | None = None,
+    stale_after: float = 30.0,
 ) -> FanoutRuntime:
     """A worker with its own Redis and DynamoDB clients. The followers come from the graph cache
     where it holds them whole, else from DynamoDB, and the worker fills no cache; ``after_writes``
     runs between a batch's writes and its commit (instrumentation). Its metrics endpoint listens when
-    this returns (``PortInUse`` if taken)."""
+    this returns (``PortInUse`` if taken); ``/readyz`` is 503 after ``stale_after`` seconds without an
+    answer from the broker."""
     timelines = build_timelines(settings)
     if timelines is None:
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
     registry = process_registry()
-    fanout_metrics = FanoutMetrics(registry)
+    fanout_metrics = FanoutMetrics(registry, stale_after=stale_after)
     dynamo = AsyncDynamo.build(settings)
     try:
         metrics = await start_metrics_server(

@@ -19,6 +19,7 @@ from graph_service.settings import Settings
 
 __all__ = ["arguments", "run"]
 
+
 def _user_id(text: str) -> int:
     try:
         value = int(text)

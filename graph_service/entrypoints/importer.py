@@ -16,6 +16,7 @@ from pathlib import Path
 
 import structlog
 
+from graph_service.entrypoints.exits import Exit
 from graph_service.operations.import_state import ImportFileError
 from graph_service.operations.importer import ImportOptions, ImportResult, check_tables, prepare, run_import
 from graph_service.operations.progress import Meter, meter
@@ -24,8 +25,6 @@ from graph_service.settings import Settings
 __all__ = ["arguments", "run"]
 
 log = structlog.get_logger(__name__)
-
-INTERRUPTED = 130
 
 
 class _NoMeter:
@@ -110,12 +109,12 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     options = _options(args)
     if not 1 <= options.concurrency <= 64:
         print("socialgraph import: --concurrency must be 1..64", file=sys.stderr)
-        return 2
+        return Exit.CONFIGURATION
     try:
         result = asyncio.run(_import(settings, options))
     except ImportFileError as exc:
         print(f"socialgraph import: {exc}", file=sys.stderr)
-        return 2
+        return Exit.CONFIGURATION
     state = result.state
     fields = {
         **result.tally.as_dict(),
@@ -130,10 +129,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     log.info("import_summary", **fields)
     if result.already_done:
         print(f"already imported ({options.state_path}): {_summary(result, options)}; --restart imports it again")
-        return 0
+        return Exit.OK
     if not result.finished:
         print(f"stopped at line {state.watermark} of {state.input.lines}: {_summary(result, options)}")
         print(f"state saved in {options.state_path}; run the same command again to continue")
-        return INTERRUPTED
+        return Exit.INTERRUPTED
     print(f"imported {options.source}: {_summary(result, options)}")
-    return 0
+    return Exit.OK

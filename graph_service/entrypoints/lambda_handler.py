@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from counters.applier import CounterApplier
 from counters.lambda_batches import LambdaBatches, lambda_consumer
 from counters.repairs import CacheRepairer
@@ -22,7 +24,7 @@ from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache
 from graph_service.entrypoints.logging import configure_logging
-from graph_service.settings import Settings
+from graph_service.settings import Settings, SettingsError
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.streams.checkpoints import CheckpointStore
 
@@ -86,7 +88,12 @@ _container = _Container()
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point. Raising makes Lambda retry the batch, which the markers make safe."""
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:  # before any runtime: log it as JSON too, then fail the invocation
+        configure_logging("info")
+        structlog.get_logger(__name__).error("bad_configuration", error=str(exc))
+        raise
     runtime = _container.runtime
     if runtime is None or runtime.settings != settings:
         if runtime is not None:

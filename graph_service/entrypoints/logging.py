@@ -21,9 +21,10 @@ from structlog.typing import Processor
 
 __all__ = ["configure_logging", "json_handler"]
 
-QUIET_LIBRARIES = ("botocore", "boto3", "urllib3", "aiokafka", "kafka")
-"""Third-party loggers kept at warning or above whatever the level: at info they log every request
-or every rebalance step, which drowns the service's own lines."""
+OURS = ("graph_service", "counters", "relay", "fanout", "socialgraph_devstack", "socialgraph_client", "bench")
+"""Loggers at SG_LOG_LEVEL; every other logger (botocore, aiokafka, redis, asyncio, grpc, ...) stays at
+warning or above whatever the level: at info or debug they log every request, connection or rebalance
+step, which drowns the service's own lines."""
 
 
 def _shared_processors() -> list[Processor]:
@@ -78,9 +79,9 @@ def configure_logging(level: str = "info", *, cache_loggers: bool = True) -> Non
     for old in list(root.handlers):  # basicConfig's, or the Lambda runtime's plain-text one
         root.removeHandler(old)
     root.addHandler(json_handler())
-    root.setLevel(numeric)
-    for library in QUIET_LIBRARIES:
-        logging.getLogger(library).setLevel(max(numeric, logging.WARNING))
+    root.setLevel(max(numeric, logging.WARNING))
+    for ours in OURS:
+        logging.getLogger(ours).setLevel(numeric)
     logging.captureWarnings(True)
     structlog.configure(
         processors=[*_shared_processors(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],

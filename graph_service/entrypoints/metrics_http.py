@@ -2,9 +2,11 @@
 
 Served by the process's own event loop (``asyncio.start_server``), not a thread: an answer from
 ``/healthz`` proves the loop that does the work is turning. ``/readyz`` asks the runtime (for
-``serve``: the gRPC server is SERVING; for a consumer: started, and its last read of its source
-succeeded recently) and answers 200 ``ready`` or 503 with the reason. ``/metrics`` is the text
-exposition of the process's registry (OpenMetrics when the scraper asks for it).
+``serve``: the gRPC server is SERVING; for a consumer: started, and progressing recently) and
+answers 200 ``ready`` or 503 with the reason. ``/metrics`` is the text exposition of the process's
+registry (OpenMetrics when the scraper asks for it), rendered in a worker thread
+(``asyncio.to_thread``; prometheus_client's metrics are thread-safe): rendering walks every series,
+which on ``serve`` would otherwise pause the RPCs sharing the loop for the length of a scrape.
 """
 
 from __future__ import annotations
@@ -66,14 +68,15 @@ class _Handler:
         self._registry = registry
         self._ready = ready
 
-    def answer(self, method: str, path: str, accept: str) -> bytes:
+    async def answer(self, method: str, path: str, accept: str) -> bytes:
         head = method == "HEAD"
         if method not in {"GET", "HEAD"}:
             return _text("405 Method Not Allowed", "only GET and HEAD")
         route = path.split("?", 1)[0]
         if route == "/metrics":
             encode, content_type = choose_encoder(accept)
-            return _response("200 OK", content_type, encode(self._registry), head=head)
+            body = await asyncio.to_thread(encode, self._registry)
+            return _response("200 OK", content_type, body, head=head)
         if route == "/healthz":
             return _text("200 OK", "ok", head=head)
         if route == "/readyz":
@@ -98,7 +101,7 @@ class _Handler:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "accept":
                         accept = value.strip()
-                writer.write(self.answer(parts[0], parts[1], accept))
+                writer.write(await self.answer(parts[0], parts[1], accept))
             await writer.drain()
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass  # a client that went away or never finished its request gets nothing

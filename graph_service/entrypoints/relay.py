@@ -33,7 +33,7 @@ class RelayRuntime:
     streams: AsyncDynamo
     producer: AIOKafkaProducer
     stream_metrics: StreamMetrics
-    """Lag per shard of both streams; ``/readyz`` asks it whether both readers run and read."""
+    """Lag per shard of both streams; ``/readyz`` asks it whether both readers run and progress."""
     relay_metrics: RelayMetrics
     metrics: MetricsServer
 
@@ -80,10 +80,11 @@ class RelayRuntime:
         log.info("relay_stopped")
 
 
-async def build_relay(settings: Settings) -> RelayRuntime:
-    """The relay, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken)."""
+async def build_relay(settings: Settings, *, stale_after: float = 30.0) -> RelayRuntime:
+    """The relay, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken);
+    ``/readyz`` is 503 once a stream reader or one of its shards made no progress for ``stale_after`` seconds."""
     registry = process_registry()
-    stream_metrics = StreamMetrics(registry)
+    stream_metrics = StreamMetrics(registry, stale_after=stale_after)
     metrics = await start_metrics_server(metrics_address(settings, "relay"), registry, stream_metrics.problem)
     return RelayRuntime(
         settings,

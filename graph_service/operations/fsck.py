@@ -1,11 +1,14 @@
 """``socialgraph fsck``: which users to check, in which order, and the report at the end.
 
-``--all`` walks every partition of ``followers`` (first: it also learns who has pending
-requests), then of ``following`` (where the following cap's count can then be checked), then the
-``users`` table (counters of users who have no edges left anywhere), each with parallel scan
-segments and a progress meter, and then every cache entry. Chosen users (``USER_ID ...`` or
-``--sample N``) get both their partitions read whole, the pairs these name checked from the other
-side, their counters recounted when they differ, and their cache entries compared.
+``--all`` walks every partition of ``following`` (first: it reads each user's following cap count
+``n`` before the requests that ``n`` counts, as ``reconcile``'s census does), then of ``followers``
+(where the pending requests are, so the cap's count can then be checked), then the ``users`` table
+(counters of users who have no edges left anywhere), each with parallel scan segments and a
+progress meter, and then every cache entry. Each scanned partition is held whole while it is
+checked (``scanning``): a partition of tens of millions of items would not fit in memory. Chosen
+users (``USER_ID ...`` or ``--sample N``) get both their partitions read whole, the pairs these
+name checked from the other side, their counters rechecked when they differ, and their cache
+entries compared.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from graph_service.operations.fsck_confirm import Confirmer
 from graph_service.operations.fsck_report import CACHE_KINDS, Report
 from graph_service.operations.fsck_store import StoreChecker
 from graph_service.operations.progress import meter
-from graph_service.operations.scanning import approximate_item_count, for_each_partition, sample_partition_keys
+from graph_service.operations.scanning import for_each_partition, sample_partition_keys, total_items
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
@@ -91,6 +94,7 @@ async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = N
                 users = list(dict.fromkeys(plan.users)) or await _sample(dynamo, settings, plan.sample)
                 await _users(store, users)
                 checked["users"] = len(users)
+            store.flush()
             if cache is not None:
                 await cache.check(users)
         checked["partitions"] = store.partitions
@@ -104,20 +108,18 @@ async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = N
 
 
 async def _everything(dynamo: AsyncDynamo, settings: Settings, store: StoreChecker, segments: int) -> None:
-    tables = [settings.table(t) for t in (FOLLOWERS, FOLLOWING, USERS)]
-    totals = await asyncio.gather(*(approximate_item_count(dynamo, t) for t in tables))
-    total = None if None in totals else sum(t or 0 for t in totals)
-
-    async def followers(pk: int, items: list[Item]) -> None:
-        await store.check_partition(FOLLOWERS, pk, items, scanning=True)
+    tables = [settings.table(t) for t in (FOLLOWING, FOLLOWERS, USERS)]
 
     async def following(pk: int, items: list[Item]) -> None:
         await store.check_partition(FOLLOWING, pk, items, outgoing=True, scanning=True)
 
-    with meter("fsck", total) as progress:
-        await for_each_partition(dynamo, tables[0], followers, segments=segments, on_items=progress.advance)
-        await for_each_partition(dynamo, tables[1], following, segments=segments, on_items=progress.advance)
-        await store.check_requesters_without_partition()
+    async def followers(pk: int, items: list[Item]) -> None:
+        await store.check_partition(FOLLOWERS, pk, items, outgoing=True, scanning=True)
+
+    with meter("fsck", await total_items(dynamo, settings, (FOLLOWING, FOLLOWERS, USERS))) as progress:
+        await for_each_partition(dynamo, tables[0], following, segments=segments, on_items=progress.advance)
+        await for_each_partition(dynamo, tables[1], followers, segments=segments, on_items=progress.advance)
+        store.check_outgoing()
         await for_each_partition(
             dynamo, tables[2], store.check_counter_item, segments=segments, key="user_id", on_items=progress.advance
         )

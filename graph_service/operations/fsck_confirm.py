@@ -32,6 +32,11 @@ class Confirmer:
         self.looked_again = 0
 
     @property
+    def settle_seconds(self) -> float:
+        """How long a check waits after it was added (second looks taken later reuse it)."""
+        return self._settle
+
+    @property
     def waiting(self) -> int:
         """Checks added and not started yet."""
         return self._queue.qsize()

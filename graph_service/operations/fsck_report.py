@@ -3,6 +3,11 @@
 A violation is named by its kind and the user whose partition (or cache slot) holds the offending
 item, with the other account of the pair where there is one. The same violation seen twice (from
 both partitions of a pair, or by two scan segments) is reported once.
+
+A counter that kept moving through every second look (the counters consumer applying follows of a
+busy account, a user following and requesting all along) is neither a violation nor silence: it is
+printed as ``unconfirmed`` and counted apart in the summary, and does not fail the run (``clean``
+ignores it), since a healthy live system has such users at any moment.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class Report:
         self._seen: set[Violation] = set()
         self.by_kind: Counter[str] = Counter()
         self.repaired = 0
+        self._unsettled: set[Violation] = set()
 
     def add(self, violation: Violation, *, repaired: bool = False) -> bool:
         """Print and log ``violation`` unless it was reported already; whether it was new."""
@@ -78,6 +84,30 @@ class Report:
         )
         return True
 
+    def add_unconfirmed(self, suspicion: Violation) -> bool:
+        """Print and log a suspicion that could not be confirmed (it kept changing) unless it was
+        printed already; whether it was new. Not a violation."""
+        if suspicion.kind not in KINDS:
+            raise ValueError(f"unknown violation kind {suspicion.kind}")
+        if suspicion in self._unsettled:
+            return False
+        self._unsettled.add(suspicion)
+        other = "" if suspicion.other is None else f" other={suspicion.other}"
+        print(f"unconfirmed {suspicion.kind} user={suspicion.user}{other}: {suspicion.detail}", file=self._out)
+        log.info(
+            "fsck_unconfirmed",
+            kind=suspicion.kind,
+            user_id=suspicion.user,
+            other_id=suspicion.other,
+            detail=suspicion.detail,
+        )
+        return True
+
+    @property
+    def unconfirmed(self) -> list[Violation]:
+        """The suspicions printed as unconfirmed (kept changing), sorted."""
+        return sorted(self._unsettled, key=lambda v: (v.kind, v.user, v.other or 0, v.detail))
+
     @property
     def violations(self) -> list[Violation]:
         return sorted(self._seen, key=lambda v: (v.kind, v.user, v.other or 0, v.detail))
@@ -94,12 +124,20 @@ class Report:
     def summary(self, checked: dict[str, int]) -> None:
         """The last lines: counts by kind and what was checked."""
         what = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in checked.items())
+        unsettled = f"; {len(self._unsettled)} unconfirmed (kept changing)" if self._unsettled else ""
         if not self.total:
-            print(f"fsck: no violation ({what})", file=self._out)
+            print(f"fsck: no violation{unsettled} ({what})", file=self._out)
         else:
             kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.by_kind.items()))
             repaired = f"; {self.repaired} repaired" if self.repaired else ""
             plural = "" if self.total == 1 else "s"
-            print(f"fsck: {self.total} violation{plural} ({kinds}){repaired} ({what})", file=self._out)
+            print(f"fsck: {self.total} violation{plural} ({kinds}){repaired}{unsettled} ({what})", file=self._out)
         emit = log.warning if self.total else log.info
-        emit("fsck_summary", violations=self.total, repaired=self.repaired, by_kind=dict(self.by_kind), **checked)
+        emit(
+            "fsck_summary",
+            violations=self.total,
+            repaired=self.repaired,
+            unconfirmed=len(self._unsettled),
+            by_kind=dict(self.by_kind),
+            **checked,
+        )

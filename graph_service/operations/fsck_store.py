@@ -4,9 +4,21 @@ For each partition (one user's items of one table): the pairs its items name are
 through the partition itself plus one strongly consistent BatchGetItem of the other side's keys;
 a pair that shows a violation is confirmed later (``Confirmer``) by one TransactGetItems of every
 key of the pair, a serializable snapshot across both tables: a Follow is one transaction, so a
-snapshot never sees half of one, and only what the snapshot shows is reported. Counters are
-compared with the partition's ``E#`` items, and a difference is recounted (``EdgeCounter``) while
-the counter's version stands still before it is reported.
+snapshot never sees half of one, and only what the snapshot shows is reported.
+
+Counters and the following cap's count are judged by ``reconcile``'s own rules, not a copy of them:
+a counter that differs from the partition's ``E#`` items goes to ``CountsReconciler`` (without
+``fix``): two observations ``settle_seconds`` apart with the same ``ver`` and the same true counts
+are drift, anything that moved in every round is only *unconfirmed* (the counters consumer applies
+follows about a second after they commit, so a busy account's counter is behind at any moment).
+Suspected counters are judged in batches of ``COUNTERS_AT_ONCE``, whose rounds share one settle
+wait each. With ``--all``, ``following`` is scanned before ``followers`` (``n`` read before the requests it
+counts, as ``reconcile``'s census does) and every user whose ``n`` differs from follows plus
+requests gets ``OutgoingReconciler.recheck`` (re-read ``n``, the requests, the follows, the requests
+again), which tells drift from a request or an accept made during the scan.
+
+Memory: ``--all`` keeps what the scan saw of every user's outgoing side (``n``, follows, the
+accounts requested: some 200 bytes a user) until both edge tables are scanned.
 """
 
 from __future__ import annotations
@@ -15,7 +27,6 @@ import asyncio
 import functools
 from collections.abc import Iterable
 
-from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, query_all, transact_get
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
@@ -33,15 +44,20 @@ from graph_service.operations.fsck_pairs import (
     pair_items,
 )
 from graph_service.operations.fsck_report import Report, Violation
+from graph_service.operations.reconcile_counts import CountsReconciler
+from graph_service.operations.reconcile_outgoing import OutgoingCensus, OutgoingReconciler
+from graph_service.operations.reconcile_rules import Outcome, OutgoingFinding, UserFinding
 from graph_service.settings import Settings
 from graph_service.store import items as it
-from graph_service.store.graph_store import load_counts
+from graph_service.store.counter_table import DynamoCounterTable
+from graph_service.store.graph_store import load_counts, parse_counts
 
 __all__ = ["StoreChecker"]
 
 AT = {"#at": "at"}
 SNAPSHOT_ROUNDS = 4  # a snapshot that reveals new times asks again for their order items
-COUNT_ROUNDS = 3  # a recount while the counter moves is tried again
+ROUNDS = 3  # looks at a counter or ``n`` that keeps moving (``settle_seconds`` apart) before it is unconfirmed
+COUNTERS_AT_ONCE = 200  # counters judged together: their rounds share one settle wait each
 PARTNERS_AT_ONCE = 100  # pairs looked at per BatchGetItem round (a few hundred keys), not a whole celebrity
 
 
@@ -52,29 +68,34 @@ class StoreChecker:
         self._dynamo = dynamo
         self._tables = {FOLLOWERS: settings.table(FOLLOWERS), FOLLOWING: settings.table(FOLLOWING)}
         self._users = settings.table(USERS)
-        self._counter = EdgeCounter(dynamo, settings)
+        counter = EdgeCounter(dynamo, settings)
+        self._counts = CountsReconciler(
+            DynamoCounterTable(dynamo, settings), counter, None, fix=False, settle_seconds=later.settle_seconds,
+            rounds=ROUNDS, log_findings=False,
+        )  # fmt: skip
+        self._outgoing = OutgoingReconciler(dynamo, settings, counter, fix=False, rounds=ROUNDS, log_findings=False)
         self._report = report
         self._later = later
         self._recounted: set[int] = set()
-        self.requests_by: dict[int, set[int]] = {}
-        """requester -> the accounts it has a pending request to, as the followers scan saw them."""
+        self._counter_suspects: list[int] = []
+        self.outgoing: dict[int, OutgoingCensus] = {}
+        """What ``--all`` saw of each user's outgoing side: ``n`` and follows from the ``following``
+        scan, then the pending requests from the ``followers`` scan."""
         self.partitions = 0
-        self._outgoing_checked: set[int] = set()  # partitions of following seen, among requesters
 
     # -- one partition ---------------------------------------------------------------------------
 
     async def check_partition(
         self, table: str, owner: int, items: list[Item], *, outgoing: bool = False, scanning: bool = False
     ) -> None:
-        """``table`` is ``followers`` or ``following``; ``outgoing`` compares the following cap's
-        count (``O``) with the follows and the requests the followers scan recorded; ``scanning``:
-        every partition of both tables is being checked (``first_look_keys``)."""
+        """``table`` is ``followers`` or ``following``; ``outgoing``: note the following cap's count
+        (``n``, follows) or the requests the partition holds, for ``check_outgoing`` (``--all``:
+        every ``following`` partition before any ``followers`` one); ``scanning``: every partition
+        of both tables is being checked (``first_look_keys``)."""
         self.partitions += 1
         by_other = pair_items(table, owner, items)
-        if table == FOLLOWERS:
-            for other, found in by_other.items():
-                if member_key(FOLLOWERS, owner, it.REQUEST, other) in found:
-                    self.requests_by.setdefault(other, set()).add(owner)
+        if outgoing:
+            self._note_outgoing(table, owner, items, by_other)
         counters = asyncio.create_task(load_counts(self._dynamo, self._users, [owner]))
         try:
             others = list(by_other)
@@ -87,19 +108,43 @@ class StoreChecker:
             counts = (await counters)[owner]
         edges = sum(1 for i in items if str(i["sk"]["S"]).startswith(it.EDGE))
         if edges != (counts.followers if table == FOLLOWERS else counts.following):
-            self._later.add(lambda: self._confirm_counts(owner))
-        if outgoing:
-            if owner in self.requests_by:
-                self._outgoing_checked.add(owner)
-            made = next((_n(i) for i in items if i["sk"]["S"] == it.OUTGOING), 0)
-            if made != edges + len(self.requests_by.get(owner, ())):
-                self._later.add(lambda: self._confirm_outgoing(owner))
+            self._suspect_counts(owner)
 
-    async def check_requesters_without_partition(self) -> None:
-        """After the following scan: a requester with no partition in ``following`` at all (not even
-        the ``O`` item its request should have moved) has a count of 0 that its requests contradict."""
-        for requester in set(self.requests_by) - self._outgoing_checked:
-            self._later.add(functools.partial(self._confirm_outgoing, requester))
+    def _note_outgoing(
+        self, table: str, owner: int, items: list[Item], by_other: dict[int, dict[ItemKey, int]]
+    ) -> None:
+        if table == FOLLOWING:
+            seen = self.outgoing.setdefault(owner, OutgoingCensus())
+            seen.follows = sum(1 for i in items if str(i["sk"]["S"]).startswith(it.EDGE))
+            seen.n = next((int(i["n"]["N"]) for i in items if i["sk"]["S"] == it.OUTGOING and "n" in i), None)
+            return
+        for other, found in by_other.items():
+            if member_key(FOLLOWERS, owner, it.REQUEST, other) in found:
+                self.outgoing.setdefault(other, OutgoingCensus()).requested.append(owner)
+
+    def _suspect_counts(self, user_id: int) -> None:
+        """Queue the user's counters for a second look, in batches: each look waits
+        ``settle_seconds`` between its observations, so one user per check would keep a worker
+        waiting per suspect, and a table of drifted counters (a bulk load) would take hours."""
+        if user_id in self._recounted:
+            return
+        self._recounted.add(user_id)
+        self._counter_suspects.append(user_id)
+        if len(self._counter_suspects) >= COUNTERS_AT_ONCE:
+            self.flush()
+
+    def flush(self) -> None:
+        """Queue the counters suspected so far (call once the partitions are checked)."""
+        if self._counter_suspects:
+            self._later.add(functools.partial(self._confirm_counts, self._counter_suspects))
+            self._counter_suspects = []
+
+    def check_outgoing(self) -> None:
+        """After both scans: every user whose ``n`` (as the ``following`` scan read it, or none)
+        differs from the follows and requests the scans saw is rechecked."""
+        for user, seen in self.outgoing.items():
+            if seen.drifted:
+                self._later.add(functools.partial(self._confirm_outgoing, user, seen))
 
     async def check_user(self, user_id: int) -> None:
         """Both partitions of one user (read whole, strongly consistent); outgoing requests live in
@@ -116,10 +161,10 @@ class StoreChecker:
     async def check_counter_item(self, user_id: int, items: list[Item]) -> None:
         """A users item whose counter says a user has edges where no partition has any (a partition
         with edges was compared with its counter when the scan handed it over)."""
-        counts = _counts(items[0]) if items else Counts()
+        counts = parse_counts(items[0] if items else None)
         for table, count in ((FOLLOWERS, counts.followers), (FOLLOWING, counts.following)):
             if count and not await self._has_edges(table, user_id):
-                self._later.add(lambda: self._confirm_counts(user_id))
+                self._suspect_counts(user_id)
                 return
 
     # -- first look --------------------------------------------------------------------------------
@@ -183,42 +228,25 @@ class StoreChecker:
         items = await transact_get(self._dynamo, gets)
         return {key: int(item["at"]["N"]) for key, item in zip(keys, items, strict=True) if item is not None}
 
-    async def _confirm_counts(self, user_id: int) -> None:
-        if user_id in self._recounted:
+    async def _confirm_counts(self, user_ids: list[int]) -> None:
+        for finding in await self._counts.check(user_ids):
+            if finding.outcome is Outcome.CLEAN:
+                continue
+            suspicion = Violation("counter_drift", finding.user_id, None, _counts_detail(finding))
+            if finding.outcome is Outcome.DRIFT:
+                self._report.add(suspicion)
+            else:
+                self._report.add_unconfirmed(suspicion)
+
+    async def _confirm_outgoing(self, user_id: int, seen: OutgoingCensus) -> None:
+        finding = await self._outgoing.recheck(user_id, seen)
+        if finding.outcome is Outcome.CLEAN:
             return
-        self._recounted.add(user_id)
-        for _ in range(COUNT_ROUNDS):
-            before = (await load_counts(self._dynamo, self._users, [user_id]))[user_id]
-            followers, following = await self._counter.both(user_id)
-            after = (await load_counts(self._dynamo, self._users, [user_id]))[user_id]
-            if before.version == after.version:
-                break
-        if (after.followers, after.following) != (followers, following):
-            detail = (
-                f"users followers_count={after.followers} following_count={after.following} (ver {after.version});"
-                f" edge tables: {followers} followers, {following} following"
-            )
-            self._report.add(Violation("counter_drift", user_id, None, detail))
-
-    async def _confirm_outgoing(self, user_id: int) -> None:
-        requested = sorted(self.requests_by.get(user_id, ()))
-        request_keys = [member_key(FOLLOWERS, other, it.REQUEST, user_id) for other in requested]
-        for _ in range(COUNT_ROUNDS):
-            before = await self._made(user_id)
-            follows = await self._counter.following(user_id)
-            pending = len(await self._batch_read(request_keys))
-            after = await self._made(user_id)
-            if before == after:
-                break
-        if after != follows + pending:
-            detail = f"following pk={user_id} O n={after}; {follows} follows + {pending} pending requests"
-            self._report.add(Violation("outgoing_count", user_id, None, detail))
-
-    async def _made(self, user_id: int) -> int:
-        response = await self._dynamo.call(
-            "get_item", TableName=self._tables[FOLLOWING], Key=it.outgoing_key(user_id), ConsistentRead=True
-        )
-        return _n(response["Item"]) if "Item" in response else 0
+        suspicion = Violation("outgoing_count", user_id, None, _outgoing_detail(finding))
+        if finding.outcome is Outcome.DRIFT:
+            self._report.add(suspicion)
+        else:
+            self._report.add_unconfirmed(suspicion)
 
     async def _has_edges(self, table: str, user_id: int) -> bool:
         query: Item = {
@@ -235,12 +263,16 @@ def _key(pk: int, sk: str) -> Item:
     return {"pk": {"N": str(pk)}, "sk": {"S": sk}}
 
 
-def _n(item: Item) -> int:
-    return int(item.get("n", {}).get("N", "0"))
+def _counts_detail(finding: UserFinding) -> str:
+    seen = finding.seen
+    return (
+        f"users followers_count={seen.stored.followers} following_count={seen.stored.following}"
+        f" (ver {seen.stored.version}); edge tables: {seen.followers} followers, {seen.following} following"
+    )
 
 
-def _counts(item: Item) -> Counts:
-    return Counts(
-        followers=int(item.get("followers_count", {}).get("N", "0")),
-        following=int(item.get("following_count", {}).get("N", "0")),
+def _outgoing_detail(finding: OutgoingFinding) -> str:
+    stored = "none" if finding.stored is None else str(finding.stored)
+    return (
+        f"following pk={finding.user_id} O n={stored}; {finding.follows} follows + {finding.requests} pending requests"
     )

@@ -95,9 +95,14 @@ def parse_time(text: str, *, not_after_us: int) -> int | str:
     return at_us
 
 
+_SPACE_AFTER_QUOTE = re.compile(r'"[ \t]+(?=,|$)')
+
+
 def _fields(text: str) -> list[str] | None:
+    """The line's CSV fields, spaces around each ignored (``"204" , "205"`` too: strict CSV allows
+    none after a closing quote, so they are dropped first); None for a line CSV cannot read."""
     try:
-        parsed = list(csv.reader([text], strict=True))
+        parsed = list(csv.reader([_SPACE_AFTER_QUOTE.sub('"', text)], strict=True, skipinitialspace=True))
     except csv.Error:
         return None
     return [f.strip() for f in parsed[0]] if parsed else []

@@ -10,6 +10,10 @@ fsync, rename, fsync of the directory), and only after the reject file is fsynce
 crash the reject file is at least as long as the state says; a resumed import cuts it back to
 that length and redoes the lines after the watermark. A redone row whose edge the lost run had
 written is then "already present": the tables end as after one run.
+
+A new import's state (reject file length 0: "not begun") replaces any old one before the reject
+file is begun, so that a ``--restart`` killed at any point leaves either the old state with its
+reject file untouched or the new state, never an old state whose reject file was cut.
 """
 
 from __future__ import annotations
@@ -130,7 +134,9 @@ def load_state(path: Path) -> ImportState | None:
 
 
 def save_state(path: Path, state: ImportState) -> None:
-    """Replace the state file atomically and durably."""
+    """Replace the state file atomically and durably. A path that cannot be written (no such
+    directory, no permission, disk full) is the operator's to fix: ``ImportFileError``, and the
+    old state file, if any, is left as it was."""
     body = {
         "version": STATE_VERSION,
         "input": asdict(state.input),
@@ -146,26 +152,34 @@ def save_state(path: Path, state: ImportState) -> None:
         },
     }
     temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w", encoding="utf-8") as out:
-        json.dump(body, out, indent=1)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        try:
+            with temporary.open("w", encoding="utf-8") as out:
+                json.dump(body, out, indent=1)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)  # gone after the rename; after a failure, not left behind
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as exc:
+        raise ImportFileError(f"cannot write the state file {path}: {exc.strerror or exc}") from exc
 
 
 class RejectFile:
-    """The reject file (CSV ``line,reason,detail,raw``), appended in line order."""
+    """The reject file (CSV ``line,reason,detail,raw``), appended in line order. Failing to write
+    it (disk full) is ``ImportFileError``, as failing to open it is."""
 
-    def __init__(self, path: Path, *, keep_bytes: int | None) -> None:
-        """A new file (``keep_bytes`` None), or the old one cut back to ``keep_bytes``."""
+    def __init__(self, path: Path, *, keep_bytes: int) -> None:
+        """A new file (``keep_bytes`` 0: the state of a new import, saved before its reject file
+        was begun), or the old one cut back to ``keep_bytes``."""
         self.path = path
         try:
-            if keep_bytes is None:
+            if not keep_bytes:
                 self._out: IO[str] = path.open("w", encoding="utf-8", newline="")
                 csv.writer(self._out, lineterminator="\n").writerow(REJECT_COLUMNS)
             else:
@@ -182,14 +196,28 @@ class RejectFile:
             raise ImportFileError(f"cannot write the reject file {path}: {exc.strerror or exc}") from exc
         self._writer = csv.writer(self._out, lineterminator="\n")
 
+    def _failed(self, exc: OSError) -> ImportFileError:
+        return ImportFileError(f"cannot write the reject file {self.path}: {exc.strerror or exc}")
+
     def write(self, rejects: list[Reject]) -> None:
-        self._writer.writerows((r.line, r.reason.value, r.detail, r.raw) for r in rejects)
+        try:
+            self._writer.writerows((r.line, r.reason.value, r.detail, r.raw) for r in rejects)
+        except OSError as exc:
+            raise self._failed(exc) from exc
 
     def sync(self) -> int:
         """Make what was written durable; the file's length."""
-        self._out.flush()
-        os.fsync(self._out.fileno())
-        return os.fstat(self._out.fileno()).st_size
+        try:
+            self._out.flush()
+            os.fsync(self._out.fileno())
+            return os.fstat(self._out.fileno()).st_size
+        except OSError as exc:
+            raise self._failed(exc) from exc
 
     def close(self) -> None:
-        self._out.close()
+        """Close the file; what it could not write is lost, which the saved state never counts
+        (it counts only what ``sync`` made durable)."""
+        try:
+            self._out.close()
+        except OSError as exc:
+            raise self._failed(exc) from exc

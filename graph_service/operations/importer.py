@@ -244,14 +244,17 @@ async def run_import(
     settings: Settings, options: ImportOptions, state: ImportState, *, fresh: bool, stop: asyncio.Event, meter: Meter
 ) -> ImportResult:
     """Import from the state's watermark to the end of the file, or until ``stop`` is set (the
-    batches in flight then finish and the state is saved)."""
+    batches in flight then finish and the state is saved). ``fresh``: the state is a new one
+    (``prepare``), not saved yet. A state or reject file that cannot be written is ``ImportFileError``."""
     started = time.monotonic()
     if state.finished:
         return ImportResult(state, finished=True, already_done=True, written_now=0, elapsed_seconds=0.0)
     dynamo = AsyncDynamo.build(settings)
     try:
         await _tables_exist(dynamo, settings)
-        rejects = RejectFile(options.rejects_path, keep_bytes=None if fresh else state.rejects_bytes)
+        if fresh:  # replaces an old state (--restart) before its reject file is cut: see import_state.py
+            save_state(options.state_path, state)
+        rejects = RejectFile(options.rejects_path, keep_bytes=state.rejects_bytes)
         try:
             writer = BatchWriter(dynamo, settings.table(FOLLOWERS), settings.table(FOLLOWING), settings.max_following)
             run = _Run(settings, options, state, dynamo, rejects, meter, writer)

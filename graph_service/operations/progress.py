@@ -112,7 +112,5 @@ def meter(
             yield _BarMeter(progress, int(progress.add_task(name, total=total)))
         return
     logged = _LogMeter(name, total, every_seconds)
-    try:
-        yield logged
-    finally:
-        logged.report("progress_done")
+    yield logged
+    logged.report("progress_done")  # only when the work ended, not when a failure cut it short

@@ -20,10 +20,11 @@ import structlog
 
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.operations.concurrency import bounded
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.progress import meter
-from graph_service.operations.reconcile_census import take_census, total_items
-from graph_service.operations.reconcile_counts import CountsReconciler, bounded
+from graph_service.operations.reconcile_census import CENSUS_TABLES, take_census
+from graph_service.operations.reconcile_counts import CountsReconciler
 from graph_service.operations.reconcile_outgoing import OutgoingReconciler
 from graph_service.operations.reconcile_rules import (
     Outcome,
@@ -33,6 +34,7 @@ from graph_service.operations.reconcile_rules import (
     summary_line,
     user_line,
 )
+from graph_service.operations.scanning import total_items
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
 
@@ -101,7 +103,7 @@ class Reconciler:
 
     async def everyone(self, *, segments: int) -> Report:
         started = time.monotonic()
-        with meter("reconcile", await total_items(self._dynamo, self._settings)) as progress:
+        with meter("reconcile", await total_items(self._dynamo, self._settings, CENSUS_TABLES)) as progress:
             census = await take_census(self._dynamo, self._settings, segments=segments, meter=progress)
         suspects = sorted(u for u, seen in census.items() if seen.counts_drifted)
         outgoing = sorted(u for u, seen in census.items() if seen.has_outgoing and seen.outgoing.drifted)
@@ -116,7 +118,10 @@ class Reconciler:
     @staticmethod
     def _finish(report: Report) -> Report:
         def tally(findings: Sequence[UserFinding] | Sequence[OutgoingFinding]) -> dict[str, int]:
-            return {o.value: sum(f.outcome is o for f in findings) for o in Outcome if o is not Outcome.CLEAN}
+            """``drifted`` as the printed summary counts it (every finding), then by outcome:
+            ``drift`` left as it is, ``fixed``, ``busy``."""
+            by_outcome = {o.value: sum(f.outcome is o for f in findings) for o in Outcome if o is not Outcome.CLEAN}
+            return {"drifted": len(findings), **by_outcome}
 
         log.info(
             "reconcile_summary",

@@ -9,7 +9,8 @@ Order matters for the outgoing count: ``following`` (which holds ``n``) is scann
 ``followers`` (which holds the pending requests), so a request made after a user's ``n`` was read
 moves ``n`` and the recheck sees it (``reconcile_outgoing`` has the argument).
 
-Memory: a few numbers per user, about 350 bytes each in Python (measured with tracemalloc on 2,000
+Memory: the scans are tallied page by page (``scanning.for_each_page``), so no partition is held,
+however large; what stays is a few numbers per user, about 350 bytes each in Python (measured with tracemalloc on 2,000
 users): some 1.7 GB per 5 million users.
 """
 
@@ -24,12 +25,12 @@ from graph_service.dynamodb.operations import Item
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
 from graph_service.operations.progress import Meter
 from graph_service.operations.reconcile_outgoing import OutgoingCensus
-from graph_service.operations.scanning import PartitionHandler, approximate_item_count, for_each_partition
+from graph_service.operations.scanning import PageHandler, for_each_page
 from graph_service.settings import Settings
 from graph_service.store import items as it
 from graph_service.store.graph_store import parse_counts
 
-__all__ = ["Census", "UserCensus", "take_census", "total_items"]
+__all__ = ["CENSUS_TABLES", "Census", "UserCensus", "take_census"]
 
 
 @dataclass(slots=True)
@@ -47,21 +48,15 @@ class UserCensus:
 
 
 Census = dict[int, UserCensus]
+CENSUS_TABLES = (USERS, FOLLOWING, FOLLOWERS)
+"""The tables the census scans (the progress meter's total is their item counts)."""
 
 
-def _count_edges(items: list[Item]) -> int:
-    return sum(1 for i in items if i["sk"]["S"].startswith(it.EDGE))
-
-
-async def total_items(dynamo: AsyncDynamo, settings: Settings) -> int | None:
-    """The three tables' approximate item counts summed: the progress meter's total."""
-    counts = await asyncio.gather(
-        *(approximate_item_count(dynamo, settings.table(t)) for t in (USERS, FOLLOWING, FOLLOWERS))
-    )
-    return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
-
-
-async def take_census(dynamo: AsyncDynamo, settings: Settings, *, segments: int, meter: Meter) -> Census:
+async def take_census(
+    dynamo: AsyncDynamo, settings: Settings, *, segments: int, meter: Meter, page_size: int = 1000
+) -> Census:
+    """Every user and what the scan saw of them, tallied item by item as the pages come: no
+    partition is ever held (a celebrity's 100 million followers are counted one page at a time)."""
     census: Census = {}
 
     def entry(user: int) -> UserCensus:
@@ -70,31 +65,37 @@ async def take_census(dynamo: AsyncDynamo, settings: Settings, *, segments: int,
             found = census[user] = UserCensus()
         return found
 
-    async def user_row(user: int, items: list[Item]) -> None:
-        entry(user).stored = parse_counts(items[0])
-
-    async def following_partition(user: int, items: list[Item]) -> None:
-        seen = entry(user)
-        seen.has_outgoing = True
-        seen.outgoing.follows = _count_edges(items)
+    async def user_rows(items: list[Item]) -> None:
         for item in items:
-            if item["sk"]["S"] == it.OUTGOING and "n" in item:
+            entry(int(item["user_id"]["N"])).stored = parse_counts(item)
+
+    async def following_items(items: list[Item]) -> None:
+        for item in items:
+            seen = entry(int(item["pk"]["N"]))
+            seen.has_outgoing = True
+            sort_key: str = item["sk"]["S"]
+            if sort_key.startswith(it.EDGE):
+                seen.outgoing.follows += 1
+            elif sort_key == it.OUTGOING and "n" in item:
                 seen.outgoing.n = int(item["n"]["N"])
 
-    async def followers_partition(user: int, items: list[Item]) -> None:
-        entry(user).followers = _count_edges(items)
+    async def followers_items(items: list[Item]) -> None:
         for item in items:
+            user = int(item["pk"]["N"])
+            seen = entry(user)
             sort_key: str = item["sk"]["S"]
-            if sort_key.startswith(it.REQUEST):  # "R#<requester>" ("RT#..." is the list order item)
+            if sort_key.startswith(it.EDGE):
+                seen.followers += 1
+            elif sort_key.startswith(it.REQUEST):  # "R#<requester>" ("RT#..." is the list order item)
                 requester = entry(int(sort_key[len(it.REQUEST) :]))
                 requester.has_outgoing = True
                 requester.outgoing.requested.append(user)
 
-    async def scan(table: str, handle: PartitionHandler, key: str = "pk") -> None:
-        await for_each_partition(
-            dynamo, settings.table(table), handle, segments=segments, key=key, on_items=meter.advance
+    async def scan(table: str, handle: PageHandler) -> None:
+        await for_each_page(
+            dynamo, settings.table(table), handle, segments=segments, page_size=page_size, on_items=meter.advance
         )
 
-    await asyncio.gather(scan(USERS, user_row, "user_id"), scan(FOLLOWING, following_partition))
-    await scan(FOLLOWERS, followers_partition)
+    await asyncio.gather(scan(USERS, user_rows), scan(FOLLOWING, following_items))
+    await scan(FOLLOWERS, followers_items)
     return census

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
 
 import structlog
 
 from graph_service.cache.graph_cache import GraphCache
+from graph_service.operations.concurrency import bounded
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.reconcile_rules import Observation, Outcome, UserFinding, Verdict, judge
 from graph_service.store.counter_table import DynamoCounterTable
@@ -24,19 +24,6 @@ from graph_service.store.counter_table import DynamoCounterTable
 __all__ = ["CountsReconciler"]
 
 log = structlog.get_logger(__name__)
-T = TypeVar("T")
-CONCURRENCY = 16
-
-
-async def bounded(calls: Sequence[Callable[[], Awaitable[T]]], limit: int = CONCURRENCY) -> list[T]:
-    """Run the calls with at most ``limit`` in flight; results in the calls' order."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(call: Callable[[], Awaitable[T]]) -> T:
-        async with gate:
-            return await call()
-
-    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
 class CountsReconciler:
@@ -52,7 +39,11 @@ class CountsReconciler:
         settle_seconds: float,
         rounds: int = 3,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        log_findings: bool = True,
     ) -> None:
+        """``log_findings``: log each finding as ``reconcile_drift`` (``fsck``, which logs its own
+        lines, turns it off)."""
+        self._log_findings = log_findings
         self._table = table
         self._counter = counter
         self._cache = cache
@@ -141,8 +132,9 @@ class CountsReconciler:
         log.warning("reconcile_cache_skipped", user=user, reason="redis unreachable")
         return False
 
-    @staticmethod
-    def _report(finding: UserFinding) -> UserFinding:
+    def _report(self, finding: UserFinding) -> UserFinding:
+        if not self._log_findings:
+            return finding
         seen = finding.seen
         log.info(
             "reconcile_drift",

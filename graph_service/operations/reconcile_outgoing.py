@@ -54,7 +54,18 @@ class OutgoingCensus:
 
 
 class OutgoingReconciler:
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings, counter: EdgeCounter, *, fix: bool, rounds: int = 3):
+    def __init__(
+        self,
+        dynamo: AsyncDynamo,
+        settings: Settings,
+        counter: EdgeCounter,
+        *,
+        fix: bool,
+        rounds: int = 3,
+        log_findings: bool = True,
+    ) -> None:
+        """``log_findings``: log each finding as ``reconcile_drift`` (``fsck`` logs its own lines)."""
+        self._log_findings = log_findings
         self._dynamo = dynamo
         self._followers = settings.table(FOLLOWERS)
         self._following = settings.table(FOLLOWING)
@@ -120,8 +131,9 @@ class OutgoingReconciler:
             break  # n moved after it was read: the census is stale for this user
         return self._report(finding)
 
-    @staticmethod
-    def _report(finding: OutgoingFinding) -> OutgoingFinding:
+    def _report(self, finding: OutgoingFinding) -> OutgoingFinding:
+        if not self._log_findings:
+            return finding
         log.info(
             "reconcile_drift",
             kind="outgoing",

@@ -4,7 +4,10 @@ A Scan returns the items of one partition key together and in sort-key order, an
 key falls in exactly one segment of a parallel scan, so every segment can hand over complete
 partitions: ``for_each_partition`` runs ``segments`` scans at once and calls ``handle(pk, items)``
 for each partition as soon as the next key starts (or the segment ends). Work on one partition must
-fit in memory; the edge tables' partitions are one user's list each.
+fit in memory; the edge tables' partitions are one user's list each, and a celebrity's list of 100
+million followers would not fit (some 100 bytes an item): that is ``fsck``'s documented limit. A
+pass that only tallies items (``reconcile --all``'s census) uses ``for_each_page`` instead, which
+holds one page (``page_size`` items) per segment whatever the partitions' sizes.
 
 The scan is not a snapshot: a partition is read as it is when the scan reaches it, so a check that
 compares two partitions (both directions of a follow) must read the other side again itself.
@@ -15,24 +18,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
+from graph_service.settings import Settings
 
 __all__ = [
     "MAX_SEGMENTS",
+    "PageHandler",
     "PartitionHandler",
     "ScanPage",
     "approximate_item_count",
+    "for_each_page",
     "for_each_partition",
     "sample_partition_keys",
     "scan_pages",
+    "total_items",
 ]
 
 MAX_SEGMENTS = 1_000_000  # DynamoDB's bound on TotalSegments
 PartitionHandler = Callable[[int, list[Item]], Awaitable[None]]
+PageHandler = Callable[[list[Item]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,36 @@ async def _segment_partitions(
         await handle(current, items)
 
 
+async def _segment_pages(
+    dynamo: AsyncDynamo,
+    table: str,
+    handle: PageHandler,
+    *,
+    segment: int,
+    total_segments: int,
+    page_size: int,
+    on_items: Callable[[int], None] | None,
+) -> None:
+    async for page in scan_pages(dynamo, table, segment=segment, total_segments=total_segments, page_size=page_size):
+        await handle(page.items)
+        if on_items is not None:
+            on_items(len(page.items))
+
+
+async def _each_segment(segments: int, run: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+    """``run(segment)`` for every segment at once; the first failure cancels the others and is raised."""
+    if not 1 <= segments <= MAX_SEGMENTS:
+        raise ValueError(f"segments must be between 1 and {MAX_SEGMENTS}")
+    try:
+        async with asyncio.TaskGroup() as group:
+            for segment in range(segments):
+                group.create_task(run(segment))
+    except BaseExceptionGroup as failed:
+        # A TaskGroup wraps its failures in a group, which the CLI's exit-code table (and any caller
+        # catching ``Unavailable`` or ``ClientError``) would not recognise: raise the first one as it is.
+        raise _first(failed) from failed
+
+
 async def for_each_partition(
     dynamo: AsyncDynamo,
     table: str,
@@ -108,28 +147,43 @@ async def for_each_partition(
 ) -> None:
     """Call ``handle(pk, items)`` once per partition of ``table`` (``key``: its numeric partition key),
     ``segments`` scans in parallel; ``on_items(n)`` after each page (for a progress meter). The first
-    failure of a segment cancels the others and is raised."""
-    if not 1 <= segments <= MAX_SEGMENTS:
-        raise ValueError(f"segments must be between 1 and {MAX_SEGMENTS}")
-    try:
-        async with asyncio.TaskGroup() as group:
-            for segment in range(segments):
-                group.create_task(
-                    _segment_partitions(
-                        dynamo,
-                        table,
-                        handle,
-                        segment=segment,
-                        total_segments=segments,
-                        key=key,
-                        page_size=page_size,
-                        on_items=on_items,
-                    )
-                )
-    except BaseExceptionGroup as failed:
-        # A TaskGroup wraps its failures in a group, which the CLI's exit-code table (and any caller
-        # catching ``Unavailable`` or ``ClientError``) would not recognise: raise the first one as it is.
-        raise _first(failed) from failed
+    failure of a segment cancels the others and is raised. Holds a whole partition at a time."""
+
+    async def run(segment: int) -> None:
+        await _segment_partitions(
+            dynamo,
+            table,
+            handle,
+            segment=segment,
+            total_segments=segments,
+            key=key,
+            page_size=page_size,
+            on_items=on_items,
+        )
+
+    await _each_segment(segments, run)
+
+
+async def for_each_page(
+    dynamo: AsyncDynamo,
+    table: str,
+    handle: PageHandler,
+    *,
+    segments: int = 4,
+    page_size: int = 1000,
+    on_items: Callable[[int], None] | None = None,
+) -> None:
+    """Call ``handle(items)`` once per scan page of ``table`` (at most ``page_size`` items, a
+    partition's items may span pages), ``segments`` scans in parallel; ``on_items(n)`` after each
+    page. Memory stays at one page per segment, however large a partition. Failures as
+    ``for_each_partition``."""
+
+    async def run(segment: int) -> None:
+        await _segment_pages(
+            dynamo, table, handle, segment=segment, total_segments=segments, page_size=page_size, on_items=on_items
+        )
+
+    await _each_segment(segments, run)
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -186,3 +240,10 @@ async def approximate_item_count(dynamo: AsyncDynamo, table: str) -> int | None:
     response = await dynamo.call("describe_table", TableName=table)
     count = response.get("Table", {}).get("ItemCount")
     return int(count) if count is not None else None
+
+
+async def total_items(dynamo: AsyncDynamo, settings: Settings, tables: Sequence[str]) -> int | None:
+    """The named tables' approximate item counts summed: a progress meter's total (None when
+    DynamoDB gives no count for one of them)."""
+    counts = await asyncio.gather(*(approximate_item_count(dynamo, settings.table(t)) for t in tables))
+    return None if any(c is None for c in counts) else sum(c or 0 for c in counts)

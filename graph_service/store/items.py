@@ -82,7 +82,12 @@ def outgoing_key(user_id: int) -> Item:
 
 def count_outgoing(table: str, user_id: int, delta: int, *, cap: int = 0) -> Item:
     """Move the user's count of follows plus pending requests by ``delta``; when ``cap`` is set
-    (and it grows), only if it stays at most ``cap``."""
+    (and it grows), only if it stays at most ``cap``, a missing count being 0.
+
+    ``ADD`` makes a missing ``n`` equal to ``delta``, so a user without the item may pass only when
+    ``delta`` itself fits: ``Follow`` moves by 1, which always fits; an import moves by one
+    follower's rows in a batch (up to 14), which may not. Then the condition is ``n <= cap - delta``
+    alone: below 0, no count meets it, and a missing one never compares true."""
     element: Item = {
         "TableName": table,
         "Key": outgoing_key(user_id),
@@ -91,7 +96,8 @@ def count_outgoing(table: str, user_id: int, delta: int, *, cap: int = 0) -> Ite
         "ExpressionAttributeValues": {":delta": {"N": str(delta)}},
     }
     if cap and delta > 0:
-        element["ConditionExpression"] = "attribute_not_exists(#n) OR #n <= :most"
+        fits = "#n <= :most" if delta > cap else "attribute_not_exists(#n) OR #n <= :most"
+        element["ConditionExpression"] = fits
         element["ExpressionAttributeValues"][":most"] = {"N": str(cap - delta)}
     return {"Update": element}
 

@@ -4,7 +4,8 @@ Written once for every stream consumer of the project. A consumer supplies a han
 ``(shard_id, records, committed_sequence) -> new committed_sequence``; the handler commits
 its checkpoint itself (so it can commit it atomically with its effects), and the reader
 resumes each shard right after the last committed sequence number. What it reads, how far behind
-it is and whether its stream answers go to its ``ConsumerMetrics`` (``graph_service/telemetry/streams.py``).
+it is and whether it makes progress (a batch handled, a read that finds a shard caught up; a read
+whose batch then fails is no progress) go to its ``ConsumerMetrics`` (``graph_service/telemetry/streams.py``).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class StreamReader:
                 self._forget_failed()
                 try:
                     await self._schedule()
-                    self.metrics.listed()
+                    self.metrics.listed(reading=any(not task.done() for task in self._running.values()))
                 except (Unavailable, ClientError) as exc:  # DynamoDB unreachable: try at the next refresh
                     log.error("shard_listing_failed", error=str(exc))
                 with contextlib.suppress(TimeoutError):
@@ -149,11 +150,11 @@ class StreamReader:
         return iterator
 
     async def _consume(self, shard_id: str) -> None:
+        self.metrics.shard_started(shard_id)  # first: a task failing before its first read is stuck too
         checkpoint = await self._checkpoints.load(shard_id)
         sequence = checkpoint.sequence
         iterator = await self._iterator(shard_id, sequence)
         log.info("shard_started", shard_id=shard_id, sequence=sequence)
-        self.metrics.shard_started(shard_id)
         while iterator is not None:
             try:
                 response = await self._streams.call("get_records", ShardIterator=iterator, Limit=MAX_RECORDS)

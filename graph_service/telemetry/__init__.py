@@ -1,5 +1,8 @@
 """Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count.
 
+Every metric group (one class per module: ``CacheMetrics``, ``CountersMetrics``, ``FanoutMetrics``,
+``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``, ``StreamMetrics``) is exported here.
+
 Each process (each runtime: ``serve``, ``counters``, ``relay``, ``fanout``) owns one
 ``CollectorRegistry`` made by ``process_registry()`` and hands the metric groups built on it to the
 components that count; the process's ``/metrics`` endpoint serves that registry alone. Nothing is
@@ -11,20 +14,24 @@ nobody reads: the counting code has no "metrics off" branch.
 """
 
 from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.counters import CountersMetrics
 from graph_service.telemetry.fanout import FanoutMetrics
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.readiness import Heartbeat
 from graph_service.telemetry.registry import process_registry
+from graph_service.telemetry.relay import RelayMetrics
 from graph_service.telemetry.rpc import MethodMetrics, RpcMetrics
 from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
 
 __all__ = [
     "CacheMetrics",
     "ConsumerMetrics",
+    "CountersMetrics",
     "FanoutMetrics",
     "Heartbeat",
     "LimitMetrics",
     "MethodMetrics",
+    "RelayMetrics",
     "RpcMetrics",
     "StreamMetrics",
     "process_registry",

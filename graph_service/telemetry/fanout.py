@@ -21,6 +21,11 @@ LagSource = Callable[[], dict[tuple[str, int], int]]
 """(topic, partition) -> records not yet committed."""
 
 
+SKIP_REASONS = ("malformed", "unknown_type", "unknown_version")
+"""Why a record is skipped (``graph_service.events.records.UnreadableEvent``), each series present from the start."""
+EVENT_KINDS = ("tweet", "follow")
+
+
 class _KafkaLag(Collector):
     def __init__(self) -> None:
         self.source: LagSource = dict
@@ -39,7 +44,7 @@ class _KafkaLag(Collector):
 class FanoutMetrics:
     def __init__(self, registry: CollectorRegistry | None = None, *, stale_after: float = 30.0) -> None:
         registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        self.heartbeat = Heartbeat("fanout Kafka consumer", stale_after=stale_after)
+        self.heartbeat = Heartbeat("fanout Kafka consumer", stale_after=stale_after, evidence="answer from the broker")
         self.entries_written = Counter(
             "socialgraph_fanout_timeline_entries_written",
             "Tweets pushed into home timelines (one per follower's timeline written).",
@@ -59,6 +64,10 @@ class FanoutMetrics:
             ["reason"],
             registry=registry,
         )
+        for reason in SKIP_REASONS:  # 0 from the start: an alert on a rate has a series to read
+            self.skipped.labels(reason)
+        for kind in EVENT_KINDS:
+            self.events.labels(kind)
         self.retries = Counter(
             "socialgraph_fanout_retries",
             "Retries of a record because Redis or DynamoDB was unreachable.",

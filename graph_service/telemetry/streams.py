@@ -8,10 +8,14 @@ far behind the backlog was. DynamoDB rounds that time down to the second (Dynamo
 minute), so the figure errs on the high side by up to that much.
 
 ``socialgraph_stream_checkpoint_age_seconds{consumer, shard}``: seconds since this process last
-moved the shard's checkpoint (or started reading the shard); it also grows on an idle shard, so
-alert on it together with a lag above 0.
+moved the shard's checkpoint (or first started reading the shard); it also grows on an idle shard,
+so alert on it together with a lag above 0.
 
-Both gauges are computed when scraped. A finished (closed, fully read) shard's series are removed.
+A shard task that fails and is started again keeps both figures as they were (its lag is not
+reset to 0 by the restart): only a read or a handled batch changes them.
+
+Both gauges are computed when scraped, in the scrape's worker thread (they only copy dicts the
+loop writes). A finished (closed, fully read) shard's series are removed.
 """
 
 from __future__ import annotations
@@ -41,28 +45,48 @@ def record_created_at(record: dict[str, Any]) -> float | None:
 
 
 class ConsumerMetrics:
-    """One stream reader's view of its shards (``consumer``: the checkpoint namespace, e.g. ``counters``)."""
+    """One stream reader's view of its shards (``consumer``: the checkpoint namespace, e.g. ``counters``).
+
+    Readiness is progress, not reads: a read that returns records proves only that the stream
+    answers, and a handler that then fails (Kafka down for the relay, a transaction failing for the
+    counters) would otherwise keep a stuck consumer ready forever as its shard task dies and
+    restarts. So the heartbeat beats when a batch is handled (its checkpoint moved), when a read
+    finds the shard caught up, or when a listing finds no shard to read; and each shard being read
+    must itself have progressed within ``stale_after`` (one stuck shard is enough to be not ready).
+    """
 
     def __init__(self, name: str, records_read: Counter, *, stale_after: float) -> None:
         self.name = name
         self._records_read = records_read.labels(name)
-        self.heartbeat = Heartbeat(f"stream consumer {name}", stale_after=stale_after)
+        self._stale_after = stale_after
+        self.heartbeat = Heartbeat(f"stream consumer {name}", stale_after=stale_after, evidence="progress")
         self._behind_since: dict[str, float | None] = {}
         self._checkpointed_at: dict[str, float] = {}
+        self._progressed_at: dict[str, float] = {}
 
     def shard_started(self, shard_id: str) -> None:
-        self._behind_since[shard_id] = None
-        self._checkpointed_at[shard_id] = time.monotonic()
+        """A task starts reading the shard. A restart after a failure keeps what the earlier tasks
+        saw (lag, checkpoint time, last progress): only a read or a handled batch changes them."""
+        now = time.monotonic()
+        self._behind_since.setdefault(shard_id, None)
+        self._checkpointed_at.setdefault(shard_id, now)
+        self._progressed_at.setdefault(shard_id, now)
 
-    def listed(self) -> None:
-        """The stream's shards were listed: the stream answers."""
+    def listed(self, *, reading: bool) -> None:
+        """The stream's shards were listed; ``reading``: some shard is being read (it then shows
+        progress itself, so the listing is no evidence), else the listing is the only sign of life."""
+        if not reading:
+            self.heartbeat.beat()
+
+    def _progressed(self, shard_id: str) -> None:
+        self._progressed_at[shard_id] = time.monotonic()
         self.heartbeat.beat()
 
     def read(self, shard_id: str, records: Sequence[dict[str, Any]]) -> None:
         """A read of the shard answered with ``records`` (none: the consumer is caught up)."""
-        self.heartbeat.beat()
         if not records:
             self._behind_since[shard_id] = None
+            self._progressed(shard_id)
             return
         self._records_read.inc(len(records))
         self._behind_since[shard_id] = record_created_at(records[0]) or time.time()
@@ -71,19 +95,33 @@ class ConsumerMetrics:
         """The batch is handled and its checkpoint moved; caught up only once a read says so."""
         self._checkpointed_at[shard_id] = time.monotonic()
         self._behind_since[shard_id] = record_created_at(records[-1]) if records else None
+        self._progressed(shard_id)
 
     def shard_finished(self, shard_id: str) -> None:
         self._behind_since.pop(shard_id, None)
         self._checkpointed_at.pop(shard_id, None)
+        self._progressed_at.pop(shard_id, None)
+
+    def problem(self) -> str | None:
+        """None when ready: running, progress within ``stale_after``, and no shard stuck longer."""
+        problem = self.heartbeat.problem()
+        if problem is not None:
+            return problem
+        now = time.monotonic()
+        for shard_id, at in sorted(self._progressed_at.items(), key=lambda item: item[1]):
+            if now - at > self._stale_after:
+                return f"{self.heartbeat.what}: shard {shard_id} made no progress for {now - at:.0f}s"
+        return None
 
     def lags(self) -> dict[str, float]:
         """Seconds behind, per shard being read."""
         now = time.time()
-        return {s: 0.0 if t is None else max(0.0, now - t) for s, t in self._behind_since.items()}
+        # list(): a scrape runs in a worker thread while the loop may add a shard (copied in one C call)
+        return {s: 0.0 if t is None else max(0.0, now - t) for s, t in list(self._behind_since.items())}
 
     def checkpoint_ages(self) -> dict[str, float]:
         now = time.monotonic()
-        return {s: now - t for s, t in self._checkpointed_at.items()}
+        return {s: now - t for s, t in list(self._checkpointed_at.items())}
 
 
 class _ShardGauges(Collector):
@@ -101,7 +139,7 @@ class _ShardGauges(Collector):
             "Seconds since the consumer last moved the shard's checkpoint (or started reading the shard).",
             labels=["consumer", "shard"],
         )
-        for consumer in self._consumers:
+        for consumer in list(self._consumers):
             for shard, seconds in consumer.lags().items():
                 lag.add_metric([consumer.name, shard], seconds)
             for shard, seconds in consumer.checkpoint_ages().items():
@@ -131,11 +169,11 @@ class StreamMetrics:
         return consumer
 
     def problem(self) -> str | None:
-        """None when every reader is ready (started, and read recently), else the first reason why not."""
+        """None when every reader is ready (started, and progressing), else the first reason why not."""
         if not self.consumers:
             return "no stream reader started yet"
         for consumer in self.consumers:
-            problem = consumer.heartbeat.problem()
+            problem = consumer.problem()
             if problem is not None:
                 return problem
         return None

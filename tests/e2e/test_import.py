@@ -194,12 +194,13 @@ def environment(settings: Settings) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def started(settings: Settings, source: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``socialgraph import FILE`` as a process of its own, killed if the test ends before it does."""
+async def started(settings: Settings, source: Path, *options: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``socialgraph import FILE [options]`` as a process of its own, killed if the test ends before it does."""
     process = await asyncio.create_subprocess_exec(
         str(SOCIALGRAPH),
         "import",
         str(source),
+        *options,
         env=environment(settings),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -309,3 +310,20 @@ async def test_ctrl_c_stops_cleanly_with_the_state_saved_and_a_second_run_finish
         _, err = await second.communicate()
     assert second.returncode == 0, err.decode()
     await check_end_state(settings, plan, source)
+
+
+async def test_a_state_path_that_cannot_be_written_is_one_line_and_exit_2(settings: Settings, tmp_path: Path) -> None:
+    """``--state`` in a directory that does not exist: what to fix, on one line, not a traceback;
+    and nothing written (no reject file, no edge)."""
+    source = tmp_path / "edges.csv"
+    source.write_text("1,2\n")
+    state_path = tmp_path / "no-such-dir" / "state.json"
+    async with started(settings, source, "--state", str(state_path)) as process:
+        out, err = await process.communicate()
+    assert (process.returncode, out.decode(), err.decode()) == (
+        2,
+        "",
+        f"socialgraph import: cannot write the state file {state_path}: No such file or directory\n",
+    )
+    assert not source.with_name("edges.csv.rejects.csv").exists()
+    assert edge_items(await scan(settings, FOLLOWING)) == []

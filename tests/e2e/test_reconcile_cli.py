@@ -111,8 +111,8 @@ async def test_the_installed_command_prints_findings_and_json_log_lines(drifted:
     drifts = [(e["kind"], e["user"], e["outcome"]) for e in logged if e["event"] == "reconcile_drift"]
     assert sorted(drifts) == [("counts", 11, "fixed"), ("outgoing", 21, "fixed"), ("outgoing", 22, "fixed")]
     (summary,) = [e for e in logged if e["event"] == "reconcile_summary"]
-    assert summary["users"] == {"drift": 0, "fixed": 1, "busy": 0}
-    assert summary["outgoing"] == {"drift": 0, "fixed": 2, "busy": 0}
+    assert summary["users"] == {"drifted": 1, "drift": 0, "fixed": 1, "busy": 0}
+    assert summary["outgoing"] == {"drifted": 2, "drift": 0, "fixed": 2, "busy": 0}
     assert any(e["event"] == "progress_done" and e["task"] == "reconcile" for e in logged)
     dynamo = AsyncDynamo.build(drifted)
     try:

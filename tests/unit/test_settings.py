@@ -29,6 +29,11 @@ def test_every_field_can_be_set_from_its_env_var() -> None:
         "kafka_security_protocol": ("SSL", "SSL"),
         "log_level": ("WARNING", "WARNING"),
         "metrics_address": ("0.0.0.0:9999", "0.0.0.0:9999"),
+        "grpc_address": ("127.0.0.1:6000", "127.0.0.1:6000"),
+        "dynamodb_endpoint": ("http://dynamodb.local:8000", "http://dynamodb.local:8000"),
+        "redis_url": ("rediss://cache.internal:6380/0", "rediss://cache.internal:6380/0"),
+        "timeline_redis_url": ("redis://timelines:6379", "redis://timelines:6379"),
+        "kafka_bootstrap_servers": ("b-1:9094, b-2:9094", "b-1:9094, b-2:9094"),
     }
     tls = {"SG_TLS_CERT_FILE": "c.pem", "SG_TLS_KEY_FILE": "k.pem"}  # fields that need their companions
     companions = {"tls_cert_file": tls, "tls_key_file": tls, "tls_client_ca_file": tls}
@@ -279,8 +284,17 @@ def test_serving_is_allowed_locally_and_when_secured(env: dict[str, str]) -> Non
         ("SG_METRICS_ADDRESS", "127.0.0.1:70000", "SG_METRICS_ADDRESS must be host:port"),
         ("SG_METRICS_BASE_PORT", "65534", "SG_METRICS_BASE_PORT must be a port with three more after it"),
         ("SG_METRICS_BASE_PORT", "0", "SG_METRICS_BASE_PORT must be a port"),
+        ("SG_REDIS_URL", "notaurl", "SG_REDIS_URL must start with redis:// or rediss:// or unix://"),
+        ("SG_REDIS_URL", "redis://h:notaport", "SG_REDIS_URL: not a usable URL"),
+        ("SG_TIMELINE_REDIS_URL", "http://h:6379", "SG_TIMELINE_REDIS_URL must start with redis://"),
+        ("SG_REDIS_URL", "redis://:6379/0", "SG_REDIS_URL names no host"),
+        ("SG_DYNAMODB_ENDPOINT", "not a url", "SG_DYNAMODB_ENDPOINT must start with http:// or https://"),
+        ("SG_DYNAMODB_ENDPOINT", "http://localhost:99999", "SG_DYNAMODB_ENDPOINT: not a usable URL"),
+        ("SG_KAFKA_BOOTSTRAP_SERVERS", "broker", "SG_KAFKA_BOOTSTRAP_SERVERS must be host:port"),
+        ("SG_KAFKA_BOOTSTRAP_SERVERS", "b-1:9092,", "SG_KAFKA_BOOTSTRAP_SERVERS must be host:port"),
+        ("SG_GRPC_ADDRESS", "50051", "SG_GRPC_ADDRESS must be host:port"),
     ],
 )
-def test_log_level_and_metrics_addresses_are_checked(variable: str, value: str, message: str) -> None:
+def test_levels_addresses_and_urls_are_checked_at_start(variable: str, value: str, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({variable: value})

@@ -61,17 +61,23 @@ def metrics_urls(metrics_base_port: int) -> dict[str, str]:
     return {name: f"http://127.0.0.1:{metrics_base_port + i}/metrics" for i, name in enumerate(COMPONENTS)}
 
 
+def _wait_listening(name: str, port: int, process: subprocess.Popen[bytes], *, timeout: float = 60.0) -> None:
+    """Until ``port`` on this machine accepts connections (the process opens it once it is built)."""
+    deadline = time.monotonic() + timeout
+    while not port_is_open(port):
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} not listening on {port} after {timeout}s")
+        time.sleep(0.2)
+
+
 def _wait_healthy(target: str, process: subprocess.Popen[bytes], *, tls: bool, timeout: float = 60.0) -> None:
     """Until the health service says SERVING; with TLS (whose CA this tool does not know) until the
     port answers, which the service opens only once it is built."""
     deadline = time.monotonic() + timeout
     if tls:
-        while not port_is_open(int(target.rsplit(":", 1)[1])):
-            if process.poll() is not None:
-                raise RuntimeError(f"the service exited with {process.returncode}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"service at {target} not listening after {timeout}s")
-            time.sleep(0.2)
+        _wait_listening("serve", int(target.rsplit(":", 1)[1]), process, timeout=timeout)
         return
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -132,6 +138,20 @@ def _spawn_component(command: str, env: dict[str, str], logs: Path) -> subproces
         )
 
 
+def _taken_ports(settings: Settings, stack: StackSettings) -> str | None:
+    """Why the stack cannot start (a port of its own already taken), checked before anything starts."""
+    wanted = {
+        "DynamoDB Local (SG_DYNAMODB_LOCAL_PORT)": stack.dynamodb_local_port,
+        "Redis (SG_REDIS_PORT)": stack.redis_port,
+        "the Kafka broker (SG_KAFKA_PORT)": stack.kafka_port,
+        "the gRPC service (SG_GRPC_ADDRESS)": int(settings.grpc_address.rsplit(":", 1)[1]),
+    }
+    for offset, name in enumerate(COMPONENTS):
+        wanted[f"the metrics of {name} (SG_METRICS_BASE_PORT)"] = settings.metrics_base_port + offset
+    taken = [f"{port} for {what}" for what, port in wanted.items() if port_is_open(port)]
+    return f"port taken: {', '.join(taken)}" if taken else None
+
+
 def run_stack(settings: Settings) -> int:
     stack = StackSettings.from_env()  # a bad port is a SettingsError: one line, exit 2
     base = stack.local_dir
@@ -144,6 +164,10 @@ def run_stack(settings: Settings) -> int:
         nonlocal stop_requested
         stop_requested = True
 
+    taken = _taken_ports(settings, stack)
+    if taken is not None:  # before anything starts: nothing to stop, nothing half-started
+        print(f"socialgraph up: {taken}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
@@ -157,26 +181,24 @@ def run_stack(settings: Settings) -> int:
         asyncio.run(ensure_tables(local))
         asyncio.run(ensure_topics(local))
         target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
-        if port_is_open(int(target.rsplit(":", 1)[1])):
-            raise RuntimeError(f"gRPC port of {target} is already taken (set SG_GRPC_ADDRESS)")
         base_port = local.metrics_base_port
-        for offset, name in enumerate(COMPONENTS):
-            if port_is_open(base_port + offset):
-                raise RuntimeError(f"metrics port {base_port + offset} of {name} is taken (set SG_METRICS_BASE_PORT)")
         service = _spawn_component("serve", component_environment(env, "serve", base_port), logs)
-        started += [
+        components = [
             service,
             *(_spawn_component(c, component_environment(env, c, base_port), logs) for c in COMPONENTS[1:]),
         ]
+        started += components
         _wait_healthy(target, service, tls=bool(local.tls_cert_file))
+        for offset, (name, component) in enumerate(zip(COMPONENTS, components, strict=True)):
+            _wait_listening(name, base_port + offset, component)  # the banner's metrics URLs answer
         print(_banner(target, dynamodb_port, local), flush=True)
         print(f"logs: {logs}", flush=True)
         while not stop_requested:
             for process in started:
                 proc = process.process if isinstance(process, ManagedProcess) else process
-                if proc.poll() is not None:
-                    print(f"a component exited ({proc.args!r}); stopping", file=sys.stderr)
-                    return 1
+                if proc.poll() is not None:  # the stack ends with its code (2 configuration, 3 unreachable)
+                    print(f"a component exited with {proc.returncode} ({proc.args!r}); stopping", file=sys.stderr)
+                    return proc.returncode if proc.returncode > 0 else 1
             time.sleep(0.2)
         return 0
     except RuntimeError as exc:  # a taken port, a component that would not start

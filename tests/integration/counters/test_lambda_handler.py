@@ -15,7 +15,7 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from graph_service.entrypoints import lambda_handler
 from graph_service.entrypoints.lambda_handler import handler
-from graph_service.settings import Settings
+from graph_service.settings import Settings, SettingsError
 from tests.support.graph_calls import cached_counts
 
 EVENT_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "followers_stream_event.json"
@@ -168,3 +168,17 @@ async def test_a_container_builds_its_clients_once_and_again_only_for_a_new_conf
         assert [b.cache_ttl_seconds for b in builds] == [lambda_env.cache_ttl_seconds, 3600]
         assert logging_levels == ["warning", "error"]
     assert await counts(stub, sorted(AFTER_FIRST_SIX)) == AFTER_FIRST_SIX
+
+
+async def test_a_bad_setting_fails_the_invocation_after_logging_it_as_json(
+    lambda_env: Settings, monkeypatch: pytest.MonkeyPatch, logging_levels: list[str]
+) -> None:
+    """Before any client is built: the JSON logging is configured (at info, the level being the bad
+    setting), the error is logged, and the invocation fails (Lambda retries the batch later)."""
+    monkeypatch.setenv("SG_LOG_LEVEL", "loud")
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs, pytest.raises(SettingsError, match="SG_LOG_LEVEL must be one of"):
+        await invoke(load_event())
+    assert logging_levels == ["info"]
+    assert [(e["event"], e["log_level"]) for e in logs] == [("bad_configuration", "error")]

@@ -4,13 +4,17 @@ respected, an existing follow skipped, a second run adds nothing, and the reject
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from graph_service.domain.models import Made, PairState
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
-from graph_service.operations.import_state import Tally, save_state
+from graph_service.operations import importer
+from graph_service.operations.import_state import ImportFileError, RejectFile, Tally, save_state
 from graph_service.operations.importer import ImportOptions, ImportResult, prepare, run_import
 from graph_service.operations.progress import meter
 from graph_service.settings import Settings
@@ -168,3 +172,97 @@ async def test_a_run_killed_before_it_saved_is_redone_to_the_same_end(settings: 
         == rejects
         == ('line,reason,detail,raw\n2,SELF_FOLLOW,2 follows itself,"2,2"\n5,DUPLICATE,same pair as line 1,"1,2"\n')
     )
+
+
+async def test_a_new_follower_with_more_rows_than_the_cap_gets_exactly_the_cap_in_file_order(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """No ``O`` item yet and 5 rows in one batch under a cap of 3 (the batch moves the count by 5):
+    the first 3 lines are written, the last 2 are FOLLOW_LIMIT, and the other follower of the batch
+    is written as usual."""
+    capped = replace(settings, max_following=3)
+    source = tmp_path / "edges.csv"
+    source.write_text("7,1\n7,2\n8,1\n7,3\n7,4\n7,5\n")
+    result = await run(capped, source)
+    assert source.with_suffix(".rejects").read_text() == (
+        "line,reason,detail,raw\n"
+        '5,FOLLOW_LIMIT,7 would follow more than 3 accounts,"7,4"\n'
+        '6,FOLLOW_LIMIT,7 would follow more than 3 accounts,"7,5"\n'
+    )
+    started = result.state.started_us
+    following = await table_items(capped, FOLLOWING)
+    assert [i for i in following if i[1] == "O"] == [(7, "O", 3), (8, "O", 1)]
+    assert [i for i in following if i[1].startswith("E#")] == [
+        (7, f"E#{1:020d}", started + 1),
+        (7, f"E#{2:020d}", started + 2),
+        (7, f"E#{3:020d}", started + 4),
+        (8, f"E#{1:020d}", started + 3),
+    ]
+    assert (result.tally.written, dict(result.tally.rejected)) == (4, {"FOLLOW_LIMIT": 2})
+
+
+async def test_a_state_path_that_cannot_be_written_stops_the_import_before_anything_is_touched(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """No such directory: ``ImportFileError`` (one line, exit 2), before the reject file or a row is written."""
+    source = tmp_path / "edges.csv"
+    source.write_text("1,2\n")
+    state_path = tmp_path / "no-such-dir" / "state.json"
+    with pytest.raises(ImportFileError) as raised:
+        await run(settings, source, state_path=state_path)
+    assert str(raised.value) == f"cannot write the state file {state_path}: No such file or directory"
+    assert not source.with_suffix(".rejects").exists()
+    assert await table_items(settings, FOLLOWING) == []
+
+
+class Killed(BaseException):
+    """Stands for ``kill -9`` at one point of a run: nothing after it happens."""
+
+
+class StopAfterFirstUnit:
+    """A meter that asks the run to stop (as Ctrl-C does) once the first unit is settled."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+
+    def advance(self, done: int = 1) -> None:
+        if done:
+            self._stop.set()
+
+    def total(self, total: int | None) -> None: ...
+
+
+async def test_a_restart_killed_right_after_it_cut_the_reject_file_is_continued_by_the_next_run(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import stopped half way (its state counts a reject); ``--restart`` killed just after it cut
+    the reject file: the next plain run continues the restart (whose state replaced the old one
+    first) and ends as one run, instead of refusing a reject file shorter than the old state says."""
+    source = tmp_path / "edges.csv"
+    source.write_text("5,5\n" + "".join(f"{n},{n + 100}\n" for n in range(1, 31)))  # 12 rows a batch
+    options = ImportOptions(source, source.with_suffix(".state"), source.with_suffix(".rejects"), concurrency=1)
+    state, fresh = prepare(options)
+    stop = asyncio.Event()
+    first = await run_import(settings, options, state, fresh=fresh, stop=stop, meter=StopAfterFirstUnit(stop))
+    stopped = (first.finished, first.state.watermark, first.tally.written, first.tally.rejected)
+    assert stopped == (False, 25, 24, Counter({"SELF_FOLLOW": 1}))  # the second batch was in flight
+    rejects = 'line,reason,detail,raw\n1,SELF_FOLLOW,5 follows itself,"5,5"\n'
+    assert source.with_suffix(".rejects").read_text() == rejects
+
+    def cut_then_killed(path: Path, *, keep_bytes: int) -> RejectFile:
+        RejectFile(path, keep_bytes=keep_bytes).close()
+        raise Killed
+
+    with monkeypatch.context() as patched:
+        patched.setattr(importer, "RejectFile", cut_then_killed)
+        with pytest.raises(Killed):
+            await run(settings, source, restart=True, concurrency=1)
+    assert source.with_suffix(".rejects").read_text() == "line,reason,detail,raw\n"
+
+    again = await run(settings, source)
+    assert (again.finished, again.tally.written, again.tally.already_present) == (True, 6, 24)
+    assert source.with_suffix(".rejects").read_text() == rejects
+    following = await table_items(settings, FOLLOWING)
+    assert [i for i in following if i[1].startswith("E#")] == [
+        (n, f"E#{n + 100:020d}", (first if n <= 24 else again).state.started_us + n + 1) for n in range(1, 31)
+    ]

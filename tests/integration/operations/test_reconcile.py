@@ -16,7 +16,10 @@ from graph_service.domain.models import Counts
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache
+from graph_service.operations import scanning
+from graph_service.operations.progress import meter
 from graph_service.operations.reconcile import Reconciler
+from graph_service.operations.reconcile_census import take_census
 from graph_service.operations.reconcile_rules import Observation, Outcome, OutgoingFinding, UserFinding
 from graph_service.settings import Settings
 from tests.support.drift import (
@@ -92,7 +95,7 @@ async def test_given_users_drift_is_reported_exactly_then_fixed_with_the_version
         (103, "fixed", 0, 0),
     ]
     (summary,) = [e for e in logs if e["event"] == "reconcile_summary"]
-    assert summary["users"] == {"drift": 0, "fixed": 2, "busy": 0}
+    assert summary["users"] == {"drifted": 2, "drift": 0, "fixed": 2, "busy": 0}
     assert summary["users_checked"] == 4
 
     again = await reconciler(dynamo, settings, cache, fix=True).users([101, 102, 103, 104])
@@ -186,3 +189,28 @@ async def test_all_finds_planted_drift_among_many_users_and_fixes_counters_and_f
 
     again = await reconciler(dynamo, settings, fix=False).everyone(segments=2)
     assert (again.users, again.outgoing, again.unresolved) == ([], [], False)
+
+
+async def test_the_census_tallies_page_by_page_and_never_holds_a_partition(
+    settings: Settings, dynamo: AsyncDynamo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition spread over several pages of 3 items (followee 5: 7 followers, 14 items plus a
+    request) is tallied exactly, and the whole-partition scan is never used (it would hold a
+    celebrity's 100 million followers in memory)."""
+
+    async def held(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the census gathered a whole partition")
+
+    monkeypatch.setattr(scanning, "_segment_partitions", held)
+    await seed_follows(settings, [(f, 5) for f in range(11, 18)])
+    await plant_counts(dynamo, settings, {5: Counts(7, 0, 3)})
+    await plant_n(dynamo, settings, {9: 1})
+    await plant_request(dynamo, settings, 9, 5, now_us())
+
+    with meter("census", None) as progress:
+        census = await take_census(dynamo, settings, segments=2, meter=progress, page_size=3)
+
+    assert sorted(census) == [5, 9, *range(11, 18)]
+    assert (census[5].stored, census[5].followers, census[5].counts_drifted) == (Counts(7, 0, 3), 7, False)
+    assert (census[9].outgoing.n, census[9].outgoing.follows, census[9].outgoing.requested) == (1, 0, [5])
+    assert [(census[f].outgoing.follows, census[f].counts_drifted) for f in range(11, 18)] == [(1, True)] * 7

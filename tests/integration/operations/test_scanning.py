@@ -1,4 +1,5 @@
-"""Parallel scans hand over whole partitions once each; sampling picks existing keys; failures surface as themselves."""
+"""Parallel scans hand over whole partitions once each, or pages of at most ``page_size`` items;
+sampling picks existing keys; failures surface as themselves."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS
 from graph_service.operations.scanning import (
     approximate_item_count,
+    for_each_page,
     for_each_partition,
     sample_partition_keys,
 )
@@ -53,6 +55,35 @@ async def test_every_partition_is_handed_over_once_whole(seeded: Settings) -> No
         assert handled == Counter(dict.fromkeys(SIZES, 1)), segments
         assert sizes == {pk: 2 * size for pk, size in SIZES.items()}
         assert sum(pages) == 2 * sum(SIZES.values())
+
+
+async def test_pages_never_exceed_page_size_and_cover_every_item_once(seeded: Settings) -> None:
+    """A partition of 260 items (followee 1) comes in pages of 50 at most: what a census tallies
+    without ever holding a partition whole."""
+    for segments in (1, 3):
+        seen: Counter[tuple[int, str]] = Counter()
+        largest = 0
+        progress: list[int] = []
+
+        async def handle(items: list[dict[str, Any]]) -> None:
+            nonlocal largest
+            largest = max(largest, len(items))
+            seen.update((int(i["pk"]["N"]), i["sk"]["S"]) for i in items)  # noqa: B023
+
+        dynamo = AsyncDynamo.build(seeded)
+        try:
+            await for_each_page(
+                dynamo, seeded.table(FOLLOWERS), handle, segments=segments, page_size=50, on_items=progress.append
+            )
+            with pytest.raises(ValueError, match="segments"):
+                await for_each_page(dynamo, seeded.table(FOLLOWERS), handle, segments=0)
+        finally:
+            dynamo.close()
+        assert largest == 50, segments
+        assert set(seen.values()) == {1}
+        per_partition = Counter(pk for pk, _ in seen)
+        assert per_partition == Counter({pk: 2 * size for pk, size in SIZES.items()})
+        assert sum(progress) == 2 * sum(SIZES.values())
 
 
 async def test_a_failing_handler_or_table_raises_its_own_exception(seeded: Settings) -> None:

@@ -119,4 +119,7 @@ async def test_fanout_kafka_lag_per_partition_until_the_commit(event_settings: S
         done = await eventually(lambda: scrape(port), lambda m: lag_of(m, 1) == 0)
     assert done.value("socialgraph_fanout_timeline_entries_written_total") == 0
     assert done.value("socialgraph_fanout_celebrity_skips_total") == 0
-    assert done.values("socialgraph_fanout_records_skipped_total") == {}
+    assert done.values("socialgraph_fanout_records_skipped_total") == {  # present, at 0, before any skip
+        (("reason", reason),): 0.0 for reason in ("malformed", "unknown_type", "unknown_version")
+    }
+    assert done.value("socialgraph_fanout_events_total", kind="follow") == 0

@@ -145,6 +145,27 @@ async def test_with_redis_unreachable_the_limit_fails_open_in_the_metrics(settin
     assert metrics.value("grpc_server_handled_total", grpc_method="Follow", grpc_code="OK") == 2
 
 
+async def test_with_redis_unreachable_every_cached_read_is_a_miss(settings: Settings) -> None:
+    """Nothing listens at the Redis URL: the first read fails (a miss), and the next ones skip Redis
+    while the breaker is open (misses too). Each read went to DynamoDB, so misses rise by exactly
+    the number of reads, by kind, in the metrics and in the cache's own ``misses``."""
+    unreachable = replace(settings, redis_url="redis://127.0.0.1:1/0", redis_timeout_seconds=0.25)
+    async with running_server(unreachable) as server, stub_for(server.port) as stub:
+        for _ in range(3):
+            await stub.IsFollowing(pb.IsFollowingRequest(follower_id=1, followee_id=2))
+        for _ in range(2):
+            await stub.GetCounts(pb.GetCountsRequest(user_id=2))
+            await stub.ListFollowers(pb.ListFollowersRequest(user_id=2))
+            await stub.GetRelationships(pb.GetRelationshipsRequest(actor_id=1, target_ids=[2, 3, 4]))
+        metrics = await scrape(server.metrics_port)
+        assert server.cache is not None
+        assert (server.cache.hits, server.cache.misses) == (0, 3 + 2 + 2 + 6)
+    hits = {kind: metrics.value("socialgraph_cache_hits_total", kind=kind) for kind in KINDS}
+    misses = {kind: metrics.value("socialgraph_cache_misses_total", kind=kind) for kind in KINDS}
+    assert hits == dict.fromkeys(KINDS, 0)
+    assert misses == {"follow_state": 3, "lists": 2, "counts": 2, "relationships": 6, "privacy": 0}
+
+
 async def test_healthz_and_readyz_follow_the_grpc_server(settings: Settings) -> None:
     """Ready while gRPC health says SERVING; 503 naming why from the start of the stop; healthz
     answers throughout; anything else is 404, a POST 405."""

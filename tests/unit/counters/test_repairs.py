@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client import CollectorRegistry
+
 from counters.repairs import CacheRepairer, decode_note, encode_note
 from graph_service.store.changes import EdgeChange
+from graph_service.telemetry.counters import CountersMetrics
 from tests.support.polling import eventually
 
 
@@ -80,8 +83,75 @@ async def test_a_debt_added_while_debts_are_being_settled_is_settled_too() -> No
     repairer.start()
     await asyncio.wait_for(debts.looking.wait(), 5)
     cache.failing = 1
-    await repairer.repair([EdgeChange(3, 4, 11, True, "2", "b")], {})  # fails: a new debt, start() again
+    # fails: a new debt (stored once the look is counted, so the gauge counts it once), start() again
+    adding = asyncio.create_task(repairer.repair([EdgeChange(3, 4, 11, True, "2", "b")], {}))
     debts.go_on.set()
+    await asyncio.wait_for(adding, 5)
     await eventually(lambda: asyncio.sleep(0.01, dict(debts.owed)), lambda owed: owed == {}, timeout=5)
     assert sorted(cache.repaired) == [(1, 2), (3, 4)]
+    await repairer.aclose()
+
+
+class SlowAckDebts(Debts):
+    """Debts whose ``add_debt`` stores at once but answers only when released (a slow put's reply)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held = True  # looks are never held here
+        self.stored = asyncio.Event()
+        self.ack = asyncio.Event()
+
+    async def add_debt(self, note: str) -> None:
+        await super().add_debt(note)
+        self.stored.set()
+        await self.ack.wait()
+
+
+class DownCache(FlakyCache):
+    """Redis down until ``up`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = False
+
+    async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, added: bool) -> bool:
+        if not self.up:
+            return False
+        return await super().repair_edge(follower_id, followee_id, at_us, added)
+
+
+async def test_the_debt_gauge_counts_a_debt_stored_during_a_look_once() -> None:
+    """A repair's debt is already stored (its put not yet answered) when a settling look reads the
+    debts: the gauge must count it once, not once from the look and once more from the repair;
+    and it is 0 once Redis is back and every debt is settled."""
+    cache, debts, metrics = DownCache(), SlowAckDebts(), CountersMetrics(CollectorRegistry())
+    repairer = CacheRepairer(cache, Counts(), debts, metrics=metrics)  # type: ignore[arg-type]
+    adding = asyncio.create_task(repairer.repair([EdgeChange(1, 2, 10, True, "1", "a")], {}))
+    await asyncio.wait_for(debts.stored.wait(), 5)
+    settling = asyncio.create_task(repairer.settle())
+    for _ in range(10):  # a few turns of the loop: a look that is not held back reads and counts now
+        await asyncio.sleep(0)
+    debts.ack.set()
+    await adding
+    assert not await settling  # Redis is still down: nothing settled
+    assert len(debts.owed) == 1
+    assert metrics.debts._value.get() == 1
+    cache.up = True
+    await eventually(lambda: asyncio.sleep(0.01, dict(debts.owed)), lambda owed: owed == {}, timeout=5)
+    await repairer.aclose()
+    assert metrics.debts._value.get() == 0
+
+
+async def test_without_a_debt_store_the_gauge_counts_the_repairs_kept_in_memory() -> None:
+    cache, metrics = DownCache(), CountersMetrics(CollectorRegistry())
+    repairer = CacheRepairer(cache, Counts(), metrics=metrics)  # type: ignore[arg-type]
+    for n in range(3):
+        await repairer.repair([EdgeChange(n, 9, 10, True, str(n), "a")], {})
+    assert metrics.debts._value.get() == 3
+    await repairer.owe([])  # nothing to redo: not a debt
+    assert metrics.debts._value.get() == 3
+    cache.up = True
+    assert await repairer.settle()
+    assert metrics.debts._value.get() == 0
+    assert sorted(cache.repaired) == [(0, 9), (1, 9), (2, 9)]
     await repairer.aclose()

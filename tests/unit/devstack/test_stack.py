@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from socialgraph_devstack.stack import COMPONENTS, _banner, component_environment, local_environment
 
@@ -50,3 +52,28 @@ def test_the_banner_lists_every_component_s_metrics_url() -> None:
         assert f"{name}" in banner
         assert f"http://127.0.0.1:{port}/metrics" in banner
     assert "/healthz and /readyz" in banner
+
+
+def test_a_taken_port_of_the_stack_is_found_before_anything_starts(tmp_path: Path) -> None:
+    """Every port ``up`` would use is checked first, so a clash starts and stops nothing."""
+    import socket
+
+    from socialgraph_devstack.processes import free_port
+    from socialgraph_devstack.settings import StackSettings
+    from socialgraph_devstack.stack import _taken_ports
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        ports = [free_port() for _ in range(4)]
+        stack = StackSettings(
+            local_dir=tmp_path,
+            dynamodb_local_port=ports[0],
+            redis_port=ports[1],
+            kafka_port=ports[2],
+        )
+        free = Settings(grpc_address=f"127.0.0.1:{ports[3]}", metrics_base_port=65_000)
+        assert _taken_ports(free, stack) is None
+        clash = Settings(grpc_address=f"127.0.0.1:{ports[3]}", metrics_base_port=taken - 1)
+        assert _taken_ports(clash, stack) == f"port taken: {taken} for the metrics of counters (SG_METRICS_BASE_PORT)"

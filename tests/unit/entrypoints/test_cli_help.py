@@ -144,3 +144,19 @@ def test_a_bug_is_exit_70_with_its_traceback_logged(
         assert cli.main(["create-tables"]) == 70
     assert "internal error: KeyError('oops')" in capsys.readouterr().err
     assert [(e["event"], e["log_level"], e["exc_info"]) for e in logs] == [("internal_error", "critical", True)]
+
+
+def test_a_process_command_imports_no_operator_command_to_start() -> None:
+    """``serve`` and the consumers build only their own arguments: the operator commands and the
+    dev stack stay unimported (less to load at every start, and no dev package needed)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from graph_service.entrypoints import cli;"
+        " cli.build_parser(['counters']).parse_args(['counters']);"
+        " print(sorted(m for m in sys.modules if m.startswith(('graph_service.operations',"
+        " 'socialgraph_devstack', 'graph_service.entrypoints.importer'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

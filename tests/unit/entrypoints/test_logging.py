@@ -23,6 +23,8 @@ SCRIPT = textwrap.dedent(
     log.info("ours_info", user_id=7)
     logging.getLogger("aiokafka.consumer.group_coordinator").warning("rebalance of %s", "fanout")
     logging.getLogger("aiokafka.conn").info("chatty, kept below warning")
+    logging.getLogger("asyncio").debug("Using selector: EpollSelector")
+    logging.getLogger("redis.asyncio.connection").debug("connecting")
     logging.getLogger("botocore.retryhandler").error("retries exhausted")
     logging.getLogger("grpc._cython.cygrpc").error("grpc trouble")
     warnings.warn("deprecated thing")
@@ -76,6 +78,6 @@ def test_the_level_filters_ours_and_the_libraries_stay_at_warning_or_above() -> 
     _, at_debug = run("debug")
     events = [e["event"] for e in at_debug]
     assert events[:2] == ["ours_debug", "ours_info"]
-    assert "chatty, kept below warning" not in events
+    assert not {"chatty, kept below warning", "Using selector: EpollSelector", "connecting"} & set(events)
     _, at_error = run("ERROR")
     assert [e["level"] for e in at_error] == ["error", "error", "error", "error", "critical", "critical"]

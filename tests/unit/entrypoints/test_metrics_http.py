@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
+from prometheus_client.registry import Collector
 
 from graph_service.entrypoints.metrics_http import metrics_address, start_metrics_server
 from graph_service.settings import PortInUse, Settings
@@ -76,4 +80,40 @@ async def test_a_client_that_never_finishes_its_request_does_not_stop_others() -
         assert (await get(server.port, "/healthz")).status == 200
         idle.close()
     finally:
+        await server.aclose()
+
+
+class SlowCollector(Collector):
+    """A collector that takes as long as the test says: a scrape of a registry with many series."""
+
+    def __init__(self) -> None:
+        self.collecting = threading.Event()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def collect(self) -> Iterator[Metric]:
+        self.collecting.set()
+        self.release.wait(timeout=5)
+        self.finished.set()
+        yield GaugeMetricFamily("slow_things", "Things slow to count.", value=1)
+
+
+async def test_a_scrape_is_rendered_off_the_event_loop() -> None:
+    """While /metrics is being rendered, the loop goes on: /healthz answers before the render ends
+    (rendered on the loop, the loop would be stuck in it until the collector gave up)."""
+    registry = CollectorRegistry()
+    slow = SlowCollector()
+    registry.register(slow)
+    server = await start_metrics_server("127.0.0.1:0", registry, lambda: None)
+    try:
+        scraping = asyncio.create_task(get(server.port, "/metrics"))
+        assert await asyncio.to_thread(slow.collecting.wait, 5)
+        assert await asyncio.wait_for(get(server.port, "/healthz"), 2) == Answer(200, "ok\n")
+        assert not slow.finished.is_set(), "the loop waited for the render"
+        slow.release.set()
+        scraped = await asyncio.wait_for(scraping, 5)
+        assert scraped.status == 200
+        assert Scrape(scraped.body).value("slow_things") == 1
+    finally:
+        slow.release.set()
         await server.aclose()

@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 
 from graph_service.entrypoints.cli import main
+from graph_service.entrypoints.exits import Exit
 from graph_service.operations.import_state import save_state
 from graph_service.operations.importer import ImportOptions, prepare
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     code = main(["import", *argv])
+    assert isinstance(code, Exit)  # the command's codes are the documented ones (exits.py), not its own
     return code, capsys.readouterr().err.strip()
 
 

@@ -100,3 +100,17 @@ def test_times_are_iso_8601_with_a_timezone_or_unix_seconds_up_to_the_start(text
 
 def test_an_empty_time_field_means_no_time_and_quotes_are_csv() -> None:
     assert parse_all(b'"5","6",\n') == [Row(1, 5, 6, STARTED + 1, '"5","6",')]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b'"204" ,"205"\n', b'204, "205"\n', b" 204 , 205 \n", b'"204"\t, "205" \n', b'"204","205"\n'],
+)
+def test_spaces_around_a_field_are_ignored_quoted_or_not(line: bytes) -> None:
+    (row,) = parse_all(line)
+    assert isinstance(row, Row), row
+    assert (row.follower_id, row.followee_id) == (204, 205)
+
+
+def test_text_after_a_closing_quote_is_still_malformed() -> None:
+    assert reject_of(b'"20"4,205\n')[0] is Reason.MALFORMED

@@ -1,4 +1,5 @@
-"""The resume state and the reject file: saved atomically, read back, refused when the input changed."""
+"""The resume state and the reject file: saved atomically, read back, refused when the input changed,
+and a path that cannot be written is an ``ImportFileError`` (one line, exit 2), never a traceback."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_a_changed_input_is_refused_unless_restarted(tmp_path: Path) -> None:
 
 def test_the_reject_file_is_csv_and_is_cut_back_to_the_saved_length(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
-    rejects = RejectFile(path, keep_bytes=None)
+    rejects = RejectFile(path, keep_bytes=0)
     rejects.write([Reject(2, Reason.MALFORMED, "expected two fields", 'a,"b')])
     kept = rejects.sync()
     rejects.write([Reject(9, Reason.BLOCKED, "x", "1,2")])
@@ -102,3 +103,43 @@ def test_the_reject_file_is_csv_and_is_cut_back_to_the_saved_length(tmp_path: Pa
         RejectFile(path, keep_bytes=10_000)
     with pytest.raises(ImportFileError, match="is gone"):
         RejectFile(tmp_path / "gone.csv", keep_bytes=10)
+
+
+def test_a_state_path_that_cannot_be_written_is_an_import_file_error(tmp_path: Path) -> None:
+    """No such directory, or a directory where the file should be: one line for the operator, the
+    old state (if any) kept, and no temporary file left behind."""
+    source = tmp_path / "e.csv"
+    source.write_bytes(b"1,2\n")
+    state = ImportState(input=identify(source), started_us=5)
+    missing = tmp_path / "no-such-dir" / "state.json"
+    with pytest.raises(ImportFileError) as raised:
+        save_state(missing, state)
+    assert str(raised.value) == f"cannot write the state file {missing}: No such file or directory"
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    with pytest.raises(ImportFileError) as raised:
+        save_state(taken, state)
+    assert str(raised.value) == f"cannot write the state file {taken}: Is a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.csv", "taken"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device that is always full)")
+def test_a_full_disk_under_the_reject_file_is_an_import_file_error() -> None:
+    """Writes are buffered: the disk is found full when they are made durable, or at close."""
+    rejects = RejectFile(Path("/dev/full"), keep_bytes=0)
+    rejects.write([Reject(2, Reason.MALFORMED, "expected two fields", "a")])
+    with pytest.raises(ImportFileError) as raised:
+        rejects.sync()
+    assert str(raised.value) == "cannot write the reject file /dev/full: No space left on device"
+    with pytest.raises(ImportFileError, match="No space left on device"):
+        rejects.close()
+
+
+def test_a_state_of_a_new_import_begins_a_new_reject_file(tmp_path: Path) -> None:
+    """Length 0 (saved before the reject file was begun): an old file there is replaced, header first."""
+    path = tmp_path / "r.csv"
+    path.write_text("line,reason,detail,raw\n9,BLOCKED,x,y\n")
+    rejects = RejectFile(path, keep_bytes=0)
+    assert rejects.sync() == len("line,reason,detail,raw\n")
+    rejects.close()
+    assert path.read_text() == "line,reason,detail,raw\n"
