@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -45,11 +47,23 @@ def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:
 
 
 def free_run_of_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports that are all free now."""
+    """The first of ``count`` consecutive ports that can all be bound now, below the kernel's
+    ephemeral range (32768 and up), where the other tests' ``free_port()`` and every outgoing
+    connection take theirs, so no other test of the session can be handed one of them meanwhile."""
+    rng = random.Random()
     while True:
-        first = free_port()
-        if first + count <= 65_535 and not any(port_is_open(first + i) for i in range(count)):
+        first = rng.randrange(20_000, 32_768 - count)
+        if all(_bindable(first + i) for i in range(count)):
             return first
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def http_get(url: str) -> tuple[int, str]:
