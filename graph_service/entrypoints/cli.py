@@ -325,6 +325,10 @@ def _stack_variables() -> str:
     return "\n" + "\n".join(StackSettings.help_lines())
 
 
+def _epilog(name: str, command: Command) -> str:
+    return settings_epilog(command.reads) + (_stack_variables() if name == "up" else "")
+
+
 def package_version() -> str:
     try:
         return version("socialgraph")
@@ -333,9 +337,11 @@ def package_version() -> str:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; given the command line, only the chosen command's arguments and help are built
-    (so ``serve`` does not import the operator commands, ``rich`` or the dev stack to start)."""
+    """The parser; given the command line, only the chosen command's arguments are built, and its
+    help (the settings' descriptions, read from the source of ``settings.py``) only when asked for,
+    so ``serve`` starts without importing the operator commands or the dev stack, or parsing source."""
     chosen = None if argv is None else next((a for a in argv if a in COMMANDS), "")
+    wants_help = argv is None or any(a in {"-h", "--help"} for a in argv)
     parser = argparse.ArgumentParser(
         prog="socialgraph",
         description="The follow graph service and its stream consumers. Every setting is an SG_* environment variable.",
@@ -351,7 +357,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             name,
             help=command.summary,
             description=textwrap.fill(command.description, width=100),
-            epilog=(settings_epilog(command.reads) + (_stack_variables() if name == "up" else "")) if built else None,
+            epilog=_epilog(name, command) if built and wants_help else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if command.arguments is not None and built:

@@ -52,6 +52,17 @@ class Violation:
     detail: str
 
 
+def _line(violation: Violation) -> str:
+    """``KIND user=U [other=O]: what``, as printed."""
+    other = "" if violation.other is None else f" other={violation.other}"
+    return f"{violation.kind} user={violation.user}{other}: {violation.detail}"
+
+
+def _fields(violation: Violation) -> dict[str, object]:
+    """The violation's fields in its JSON log line."""
+    return {"kind": violation.kind, "user_id": violation.user, "other_id": violation.other, "detail": violation.detail}
+
+
 class Report:
     """Collects violations as they are confirmed, prints each once, and sums them up."""
 
@@ -71,17 +82,9 @@ class Report:
         self._seen.add(violation)
         self.by_kind[violation.kind] += 1
         self.repaired += repaired
-        other = "" if violation.other is None else f" other={violation.other}"
         done = " (repaired: entry deleted)" if repaired else ""
-        print(f"{violation.kind} user={violation.user}{other}: {violation.detail}{done}", file=self._out)
-        log.warning(
-            "fsck_violation",
-            kind=violation.kind,
-            user_id=violation.user,
-            other_id=violation.other,
-            detail=violation.detail,
-            repaired=repaired,
-        )
+        print(f"{_line(violation)}{done}", file=self._out)
+        log.warning("fsck_violation", **_fields(violation), repaired=repaired)
         return True
 
     def add_unconfirmed(self, suspicion: Violation) -> bool:
@@ -92,15 +95,8 @@ class Report:
         if suspicion in self._unsettled:
             return False
         self._unsettled.add(suspicion)
-        other = "" if suspicion.other is None else f" other={suspicion.other}"
-        print(f"unconfirmed {suspicion.kind} user={suspicion.user}{other}: {suspicion.detail}", file=self._out)
-        log.info(
-            "fsck_unconfirmed",
-            kind=suspicion.kind,
-            user_id=suspicion.user,
-            other_id=suspicion.other,
-            detail=suspicion.detail,
-        )
+        print(f"unconfirmed {_line(suspicion)}", file=self._out)
+        log.info("fsck_unconfirmed", **_fields(suspicion))
         return True
 
     @property

@@ -4,11 +4,8 @@ exit 2, are in ``tests/unit/operations/test_fsck_report.py``)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -20,10 +17,10 @@ from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS
 from graph_service.settings import Settings
 from graph_service.store import items as it
+from tests.support.commands import command_environment, socialgraph
 from tests.support.runtimes import make_settings
 from tests.support.tables import create_tables, drop_tables
 
-REPO = Path(__file__).resolve().parents[2]
 T0 = 1_764_000_000_000_000
 
 
@@ -37,25 +34,7 @@ async def tables(dynamodb_local: str, redis_url: str) -> AsyncIterator[Settings]
 
 def fsck(settings: Settings, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run `socialgraph fsck <args>` against the test's tables and Redis."""
-    environ = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
-        "SG_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint,
-        "SG_TABLE_PREFIX": settings.table_prefix,
-        "SG_REDIS_URL": settings.redis_url,
-        "SG_LOG_LEVEL": "warning",
-        **env,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "graph_service", "fsck", *args],
-        env=environ,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return socialgraph(command_environment(settings, **env), "fsck", *args)
 
 
 def json_lines(stderr: str) -> list[dict[str, object]]:

@@ -25,10 +25,10 @@ from socialgraph_devstack.processes import ManagedProcess, free_port
 
 from graph_service.api.callers import caller_entry, mint_token
 from graph_service.domain.models import Edge
+from tests.support.commands import REPO, socialgraph
 from tests.support.grpcurl import grpcurl_binary
 from tests.support.polling import eventually, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 SERVICE = "socialgraph.v1.SocialGraphService"
 
 
@@ -55,19 +55,6 @@ def service_env(dynamodb_endpoint: str, redis_url: str, address: str, **extra: s
         "SG_LOG_LEVEL": "warning",
         **extra,
     }
-
-
-def socialgraph(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m graph_service <args>`` (the `socialgraph` command) to completion."""
-    return subprocess.run(
-        [sys.executable, "-m", "graph_service", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def health_status(address: str) -> int | None:

@@ -9,7 +9,6 @@ import contextlib
 import csv
 import io
 import json
-import os
 import random
 import signal
 import sys
@@ -28,6 +27,7 @@ from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
 from graph_service.settings import Settings
 from graph_service.store import items as it
 from graph_service.store.graph_store import load_counts
+from tests.support.commands import command_environment
 from tests.support.polling import eventually
 
 SOCIALGRAPH = Path(sys.executable).with_name("socialgraph")
@@ -184,15 +184,6 @@ def edge_items(items: list[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
     return [i for i in items if i[1].startswith(("E#", "T#", "O"))]
 
 
-def environment(settings: Settings) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SG_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint,
-        "SG_TABLE_PREFIX": settings.table_prefix,
-        "SG_LOG_LEVEL": "warning",
-    }
-
-
 @contextlib.asynccontextmanager
 async def started(settings: Settings, source: Path, *options: str) -> AsyncIterator[asyncio.subprocess.Process]:
     """``socialgraph import FILE [options]`` as a process of its own, killed if the test ends before it does."""
@@ -201,7 +192,7 @@ async def started(settings: Settings, source: Path, *options: str) -> AsyncItera
         "import",
         str(source),
         *options,
-        env=environment(settings),
+        env=command_environment(settings),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -17,16 +14,10 @@ from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints import cli
 from graph_service.settings import Settings
+from tests.support.commands import command_environment
+from tests.support.commands import socialgraph as socialgraph_process
 from tests.support.drift import plant_counts, plant_n, stored_counts
 from tests.support.seeding import seed_follows
-
-
-def environment(settings: Settings) -> dict[str, str]:
-    return {
-        "SG_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint,
-        "SG_TABLE_PREFIX": settings.table_prefix,
-        "SG_REDIS_URL": settings.redis_url,
-    }
 
 
 @pytest.fixture
@@ -54,7 +45,7 @@ async def socialgraph(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *arg
 async def test_exit_1_on_drift_0_once_fixed_with_one_line_per_drifted_user(
     drifted: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env = environment(drifted)
+    env = command_environment(drifted)
     assert await socialgraph(monkeypatch, env, "reconcile", "11", "12", "--settle-seconds", "0.05") == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "user 11: followers stored 5 true 2, following stored 0 true 0"
@@ -81,7 +72,7 @@ async def test_exit_1_on_drift_0_once_fixed_with_one_line_per_drifted_user(
 async def test_an_unreachable_dynamodb_is_exit_3(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env = {**environment(settings), "SG_DYNAMODB_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    env = {**command_environment(settings), "SG_DYNAMODB_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
     assert await socialgraph(monkeypatch, env, "reconcile", "11") == 3
     err = capsys.readouterr().err
     assert err.startswith("socialgraph reconcile: a dependency is unreachable: ")
@@ -91,16 +82,8 @@ async def test_an_unreachable_dynamodb_is_exit_3(
 async def test_the_installed_command_prints_findings_and_json_log_lines(drifted: Settings) -> None:
     """A real process: the lines on stdout, one JSON object per drift and for the summary on stderr
     (with --all the progress lines too, as stderr is no terminal here)."""
-    env = {**os.environ, **environment(drifted), "SG_LOG_LEVEL": "info"}
-    ran = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "graph_service", "reconcile", "--all", "--fix", "--settle-seconds", "0.05"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    env = command_environment(drifted, SG_LOG_LEVEL="info")
+    ran = await asyncio.to_thread(socialgraph_process, env, "reconcile", "--all", "--fix", "--settle-seconds", "0.05")
     assert ran.returncode == 0, ran.stderr
     out = ran.stdout.splitlines()
     assert out[0] == "user 11: followers stored 5 true 2, following stored 0 true 0; fixed"

@@ -170,20 +170,24 @@ async def counters(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
         yield task
 
 
-@pytest.fixture
-async def event_settings(settings: Settings, kafka_broker: str) -> Settings:
-    """``settings`` plus the broker, with topics and a consumer group of this test's own."""
-    prefix = settings.table_prefix
+async def on_topics_of_its_own(settings: Settings, broker: str, name: str, *, partitions: int) -> Settings:
+    """``settings`` on ``broker`` with topics and a consumer group named after ``name``, created."""
     value = replace(
         settings,
-        kafka_bootstrap_servers=kafka_broker,
-        tweets_topic=f"{prefix}tweets",
-        graph_events_topic=f"{prefix}graph",
-        fanout_group=f"{prefix}fanout",
-        topic_partitions=3,
+        kafka_bootstrap_servers=broker,
+        tweets_topic=f"{name}tweets",
+        graph_events_topic=f"{name}graph",
+        fanout_group=f"{name}fanout",
+        topic_partitions=partitions,
     )
     await ensure_topics(value)
     return value
+
+
+@pytest.fixture
+async def event_settings(settings: Settings, kafka_broker: str) -> Settings:
+    """``settings`` plus the broker, with topics and a consumer group of this test's own."""
+    return await on_topics_of_its_own(settings, kafka_broker, settings.table_prefix, partitions=3)
 
 
 @contextlib.asynccontextmanager

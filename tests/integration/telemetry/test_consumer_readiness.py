@@ -9,7 +9,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,10 @@ from socialgraph_devstack.processes import ManagedProcess, free_port, start_kafk
 from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
 from graph_service.entrypoints.fanout import build_fanout
 from graph_service.entrypoints.relay import build_relay
-from graph_service.events.kafka import client_options, ensure_topics
+from graph_service.events.kafka import client_options
 from graph_service.settings import Settings
 from tests.support.polling import eventually
-from tests.support.runtimes import run_built
+from tests.support.runtimes import on_topics_of_its_own, run_built
 from tests.support.scrape import Answer, Scrape, get, scrape
 from tests.support.seeding import seed_follows
 from tests.support.tables import require_streams
@@ -39,17 +38,7 @@ def own_broker(tmp_path: Path) -> Iterator[ManagedProcess]:
 
 
 async def on_broker(settings: Settings, broker: ManagedProcess) -> Settings:
-    name = uuid.uuid4().hex[:8]
-    value = replace(
-        settings,
-        kafka_bootstrap_servers=f"127.0.0.1:{broker.port}",
-        tweets_topic=f"{name}-tweets",
-        graph_events_topic=f"{name}-graph",
-        fanout_group=f"{name}-fanout",
-        topic_partitions=1,
-    )
-    await ensure_topics(value)
-    return value
+    return await on_topics_of_its_own(settings, f"127.0.0.1:{broker.port}", f"{uuid.uuid4().hex[:8]}-", partitions=1)
 
 
 async def kill(broker: ManagedProcess) -> None:
