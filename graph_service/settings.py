@@ -135,6 +135,12 @@ class Settings:
     """Checkpoint namespace of the counters consumer."""
     relay_consumer_name: str = "relay"
     """Checkpoint namespace of the relay (one per stream: ``relay:tweets``, ``relay:followers``)."""
+    lease_seconds: float = 10.0
+    """Stream consumers (counters, relay) own shards through leases in DynamoDB: a second instance
+    takes over the shards of one that died within this long."""
+    topic_check_seconds: float = 5.0
+    """How often the relay and the fanout check that both topics exist with SG_TOPIC_PARTITIONS
+    partitions (and the relay that no partition's log went backwards); at once after a Kafka error."""
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     """Comma-separated Kafka bootstrap servers (host:port)."""
     kafka_security_protocol: str = "PLAINTEXT"
@@ -253,6 +259,8 @@ class Settings:
             raise SettingsError("SG_METRICS_BASE_PORT must be a port with three more after it (1-65532)")
         if self.metrics_address and not _is_host_port(self.metrics_address):
             raise SettingsError(f"SG_METRICS_ADDRESS must be host:port (not {self.metrics_address!r})")
+        if self.lease_seconds < 1 or self.topic_check_seconds <= 0:
+            raise SettingsError("SG_LEASE_SECONDS must be at least 1 and SG_TOPIC_CHECK_SECONDS positive")
         if self.auth_reload_seconds <= 0:
             raise SettingsError("SG_AUTH_RELOAD_SECONDS must be positive")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):

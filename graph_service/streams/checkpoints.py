@@ -7,8 +7,10 @@ in the same transaction as its effects (the counters consumer does, through ``fe
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError
 
@@ -70,6 +72,9 @@ class Checkpoint:
     """The shard is closed and fully processed; its children may start."""
     note: str = ""
     """Consumer-defined: what to redo after a crash (the counters consumer: the last cache repair)."""
+    produced: dict[int, int] = field(default_factory=dict)
+    """The relay's: per partition of its topic, the offset of the last record it produced from this
+    shard and saw acknowledged. Kept when the shard is done; cleared by a rewind."""
 
 
 class CheckpointStore:
@@ -90,10 +95,12 @@ class CheckpointStore:
 
     @staticmethod
     def _parse(item: Item) -> Checkpoint:
+        produced = json.loads(item.get("produced", {}).get("S", "{}"))
         return Checkpoint(
             sequence=item.get("seq", {}).get("S"),
             done=item.get("done", {}).get("BOOL", False),
             note=item.get("note", {}).get("S", ""),
+            produced={int(partition): int(offset) for partition, offset in produced.items()},
         )
 
     async def load_all(self) -> dict[str, Checkpoint]:
@@ -118,15 +125,51 @@ class CheckpointStore:
         """One marker per stream event of this consumer, as a fence."""
         return EventMarkers(self.consumer, tuple(event_ids), expires_at)
 
-    async def advance(self, shard_id: str, previous: str | None, sequence: str, note: str = "") -> None:
+    async def advance(
+        self,
+        shard_id: str,
+        previous: str | None,
+        sequence: str,
+        note: str = "",
+        *,
+        produced: Mapping[int, int] | None = None,
+    ) -> None:
         """Move the checkpoint alone; ``FenceRejected`` if it is not at ``previous`` (another
-        consumer of the shard moved it), as the same move inside a transaction would be."""
+        consumer of the shard moved it, or a rewind), as the same move inside a transaction would be.
+        ``produced`` (the relay's offsets, see ``Checkpoint.produced``) is written with the move."""
+        update = _move(self._table, self.move(shard_id, previous, sequence, note))
+        if produced is not None:
+            update["UpdateExpression"] += ", produced = :produced"
+            update["ExpressionAttributeValues"][":produced"] = {
+                "S": json.dumps({str(p): o for p, o in produced.items()})
+            }
         try:
-            await self._dynamo.call("update_item", **_move(self._table, self.move(shard_id, previous, sequence, note)))
+            await self._dynamo.call("update_item", **update)
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             raise FenceRejected([0]) from exc
+
+    async def rewind(self, shard_id: str, seen: Checkpoint) -> bool:
+        """Send the shard back to the start of what its stream retains (and not done, so it is read
+        again), forgetting its produced offsets; only if it is still at ``seen``'s position, so two
+        processes that notice the same lost log rewind it once. True if this call rewound it."""
+        if seen.sequence is None:
+            return False  # at the start already
+        try:
+            await self._dynamo.call(
+                "update_item",
+                TableName=self._table,
+                Key=self._key(shard_id),
+                UpdateExpression="REMOVE seq, produced, note, done",
+                ConditionExpression="seq = :seq",
+                ExpressionAttributeValues={":seq": {"S": seen.sequence}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     async def add_debt(self, note: str) -> None:
         """Remember a cache repair that could not be made (Redis unreachable)."""

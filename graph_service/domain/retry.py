@@ -1,0 +1,49 @@
+"""Backoff with jitter for every retry loop of the project, and a wait that a stop cuts short.
+
+A loop that retries (a consumer waiting for Redis, DynamoDB or the broker) takes its delays from one
+``Backoff``: exponential, capped, with full jitter so that several processes that failed together
+do not retry together; ``reset()`` after a success. ``pause(delay, stop)`` sleeps unless ``stop``
+is set first, so a stop request never waits for a backoff to run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+__all__ = ["Backoff", "pause"]
+
+
+class Backoff:
+    """Delays of ``base * 2**n`` seconds, at most ``cap``, each drawn uniformly from
+    ``[delay / 2, delay]`` (jitter that still grows: a retry never comes at once)."""
+
+    def __init__(self, base: float = 0.1, cap: float = 5.0) -> None:
+        if base <= 0 or cap < base:
+            raise ValueError("need 0 < base <= cap")
+        self._base = base
+        self._cap = cap
+        self.failures = 0
+        """Failures since the last ``reset()``."""
+
+    def next_delay(self) -> float:
+        """The wait before the next attempt; counts one more failure."""
+        ceiling: float = min(self._cap, self._base * 2.0 ** min(self.failures, 32))
+        self.failures += 1
+        return ceiling * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not crypto
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+async def pause(delay: float, stop: asyncio.Event | None = None) -> bool:
+    """Sleep ``delay`` seconds, or less if ``stop`` is set meanwhile; True when stopped."""
+    if stop is None:
+        await asyncio.sleep(delay)
+        return False
+    if stop.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+    return stop.is_set()
