@@ -11,6 +11,7 @@ import structlog
 from counters.applier import CounterApplier
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Counts
+from graph_service.domain.retry import Backoff
 from graph_service.store.changes import EdgeChange
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.telemetry.counters import CountersMetrics
@@ -145,6 +146,7 @@ class CacheRepairer:
 
     async def _settle_until_done(self) -> None:
         attempts = itertools.count(1)
+        backoff = Backoff(base=0.5, cap=5.0)  # Redis is unreachable: no faster than its circuit breaker
         # A debt added while ``settle`` runs (a repair that failed just before Redis came back) may
         # be missed by it: ``start`` then finds this task still running and only marks it owed, so
         # settle again until nothing was owed since the last look.
@@ -152,7 +154,7 @@ class CacheRepairer:
             self._owed_since_look = False
             while not await self.settle():
                 next(attempts)
-                await asyncio.sleep(0.5)  # Redis is unreachable: the circuit breaker's pace
+                await asyncio.sleep(backoff.next_delay())
         log.info("cache_repair_caught_up", attempts=next(attempts))
 
     async def aclose(self) -> None:

@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaConnectionError, KafkaError
 
 from fanout.applier import Fanout
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
+from graph_service.domain.retry import Backoff, pause
 from graph_service.events.kafka import client_options
 from graph_service.events.records import TweetPosted, UnreadableEvent, decode
+from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
+from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.fanout import FanoutMetrics
 
 __all__ = ["FanoutWorker", "Offsets", "WorkerStats"]
@@ -39,7 +42,15 @@ TRANSIENT = (Unavailable, TimelineUnavailable)
 """DynamoDB or Redis unreachable: retried. Any other error (a Redis that refuses a command, a bug)
 ends the worker without committing, so the record is neither lost nor skipped in silence."""
 MAX_RECORDS = 500
+COMMIT_SECONDS = 5.0
+"""Longest wait for one offset commit before it counts as failed."""
 Offsets = dict[TopicPartition, int]
+
+
+async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Leave the group, but never for longer than a few seconds (a broker that is gone)."""
+    with contextlib.suppress(Exception, TimeoutError):
+        await asyncio.wait_for(consumer.stop(), timeout=5)
 
 
 class _Stopped(Exception):
@@ -64,9 +75,10 @@ class FanoutWorker:
         *,
         after_writes: Callable[[Offsets], Awaitable[None]] | None = None,
         metrics: FanoutMetrics | None = None,
+        topics: TopicWatch | None = None,
     ) -> None:
         """``after_writes`` runs between a batch's Redis writes and its offset commit (instrumentation;
-        the tests crash a worker there)."""
+        the tests crash a worker there); ``topics`` checks the topics (None: not checked)."""
         self._settings = settings
         self._fanout = fanout
         self._after_writes = after_writes
@@ -79,6 +91,9 @@ class FanoutWorker:
         """When the broker was last asked for metadata (``_beat_if_answered``)."""
         self._committed: Offsets = {}
         """Per assigned partition: the offset this worker committed last, or the one it started from."""
+        self._topics = topics
+        self._failures = FailureLog(log)
+        self._restart_backoff = Backoff(base=0.5, cap=10.0)
 
     def kafka_lag(self) -> dict[tuple[str, int], int]:
         """Records not yet committed, per assigned partition whose high-water mark is known. Called
@@ -120,39 +135,109 @@ class FanoutWorker:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        consumer = self._consumer()
-        await consumer.start()
-        self._live = consumer
+        """Consume until ``stop``. The topics are checked first and then all along (``TopicWatch``):
+        while one is missing or mis-sized the worker holds no consumer (so it commits nothing to
+        partitions that do not exist), and it joins the group again once ``create-topics`` healed them."""
+        if self._topics is not None and not await self._topics.check() and self._topics.unreachable:
+            # Unreachable at start: the process ends (exit 3) rather than wait unseen. Later, a broker
+            # that goes away is waited for.
+            raise KafkaConnectionError(self._topics.problem() or "Kafka did not answer")
         self.metrics.heartbeat.start()
-        log.info("fanout_started", group=self._settings.fanout_group)
+        watch = asyncio.create_task(self._topics.run(stop)) if self._topics is not None else None
+        first = True
         try:
             while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS)
-                await self._beat_if_answered(consumer, bool(batch))
-                self.assigned = set(consumer.assignment())
-                await self._note_positions(consumer, batch)
-                if not batch:
-                    continue
-                if not await self._apply(batch, stop):
-                    break  # stopped while a record waited for Redis or DynamoDB: commit nothing
-                offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
-                if self._after_writes is not None:
-                    await self._after_writes(offsets)
+                if not await self._topics_ready(stop):
+                    break
+                consumer = self._consumer()
                 try:
-                    await consumer.commit(offsets)
-                    self._committed.update((tp, offset) for tp, offset in offsets.items() if tp in self.assigned)
-                except (CommitFailedError, IllegalStateError) as exc:
-                    # The group moved these partitions elsewhere; their new owner applies the records
-                    # again from the last commit, which changes nothing already written.
-                    log.warning("fanout_commit_refused", error=str(exc))
+                    await consumer.start()
+                except KafkaError as exc:
+                    if first:
+                        raise  # as above
+                    self._failures.failure("fanout_consumer_start_failed", type(exc).__name__, error=str(exc))
+                    await pause(self._restart_backoff.next_delay(), stop)
+                    continue
+                first = False
+                self._live = consumer
+                log.info("fanout_started", group=self._settings.fanout_group)
+                try:
+                    if await self._consume(consumer, stop):
+                        break  # stopped
+                finally:
+                    self._live = None
+                    self._committed.clear()
+                    await _stop_consumer(consumer)
+                log.warning("fanout_leaving_group_until_topics_heal", problem=self.topics_problem())
         except Exception:
             log.exception("fanout_failed")  # nothing past the failing record was committed
             raise
         finally:
             self.metrics.heartbeat.stop()
-            self._live = None
-            await consumer.stop()
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
             log.info("fanout_stopped", **self.stats.handled, skipped=dict(self.stats.skipped))
+
+    def topics_problem(self) -> str | None:
+        """What is wrong with the topics (None: fine, or not checked by this worker)."""
+        return None if self._topics is None else self._topics.problem()
+
+    async def _topics_ready(self, stop: asyncio.Event) -> bool:
+        """Wait until the topic check finds both topics fine (True) or a stop (False)."""
+        if self._topics is None:
+            return True
+        ready = asyncio.ensure_future(self._topics.until_ok())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([ready, stopped], return_when="FIRST_COMPLETED")
+        finally:
+            ready.cancel()
+            stopped.cancel()
+        return not stop.is_set()
+
+    async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> bool:
+        """Poll, apply, commit; True when stopped, False when the topics went wrong (leave the group)."""
+        backoff = Backoff(base=0.2, cap=5.0)
+        while not stop.is_set():
+            if self._topics is not None and not self._topics.ok:
+                return False
+            try:
+                batch = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS)
+            except KafkaError as exc:
+                self._kafka_failed("fanout_fetch_failed", exc)
+                await pause(backoff.next_delay(), stop)
+                continue
+            await self._beat_if_answered(consumer, bool(batch))
+            self.assigned = set(consumer.assignment())
+            await self._note_positions(consumer, batch)
+            if not batch:
+                continue
+            if not await self._apply(batch, stop):
+                return True  # stopped while a record waited for Redis or DynamoDB: commit nothing
+            offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
+            if self._after_writes is not None:
+                await self._after_writes(offsets)
+            try:
+                await asyncio.wait_for(consumer.commit(offsets), timeout=COMMIT_SECONDS)
+                self._committed.update((tp, offset) for tp, offset in offsets.items() if tp in self.assigned)
+                backoff.reset()
+            except (CommitFailedError, IllegalStateError) as exc:
+                # The group moved these partitions elsewhere; their new owner applies the records
+                # again from the last commit, which changes nothing already written.
+                log.warning("fanout_commit_refused", error=str(exc))
+            except (KafkaError, TimeoutError) as exc:
+                # Not committed: the records come again (to this worker or the partition's next owner)
+                # and change nothing already written. aiokafka retries a commit forever; it is cut
+                # short here so a stop or a topic check is never held up by it.
+                self._kafka_failed("fanout_commit_failed", exc)
+                await pause(backoff.next_delay(), stop)
+        return True
+
+    def _kafka_failed(self, event: str, exc: BaseException) -> None:
+        if self._topics is not None:
+            self._topics.suspect()
+        self._failures.failure(event, type(exc).__name__, error=str(exc) or repr(exc))
 
     async def _beat_if_answered(self, consumer: AIOKafkaConsumer, fetched: bool) -> None:
         """Beat if records came back, or if the broker answers a metadata request (asked at most
@@ -211,7 +296,7 @@ class FanoutWorker:
                 offset=record.offset,
             )
             return
-        delay = 0.1
+        backoff = Backoff(base=0.1, cap=5.0)
         while True:
             try:
                 if isinstance(event, TweetPosted):
@@ -224,14 +309,16 @@ class FanoutWorker:
                     kind = "follow"
                 self.stats.handled[kind] += 1
                 self.metrics.events.labels(kind).inc()
+                if backoff.failures:
+                    self._failures.recovered("fanout_recovered", "apply", topic=record.topic, offset=record.offset)
                 return
             except TRANSIENT as exc:
                 # Redis or DynamoDB unreachable: nothing is committed past this record, so retry it
                 # (a stop now leaves it to the next owner of the partition).
                 self.stats.retries += 1
                 self.metrics.retries.inc()
-                log.warning("fanout_retrying", error=str(exc), topic=record.topic, offset=record.offset)
-                if stop.is_set():
+                self._failures.failure(
+                    "fanout_retrying", "apply", error=str(exc), topic=record.topic, offset=record.offset
+                )
+                if await pause(backoff.next_delay(), stop):
                     raise _Stopped from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)

@@ -1,8 +1,9 @@
 """Tails the streams of the ``tweets`` and ``followers`` tables and produces their events.
 
 For each batch of stream records: produce every event, wait until Kafka acknowledged all of
-them (acks=all), then move the shard's checkpoint. A crash in between produces the batch again
-on restart: delivery is at least once and every consumer is idempotent.
+them (acks=all), then move the shard's checkpoint, recording with it the offsets produced. A crash
+in between produces the batch again on restart; a log that lost acknowledged records is noticed and
+produced again (``relay/log_guard.py``): delivery is at least once and every consumer is idempotent.
 """
 
 from __future__ import annotations
@@ -14,14 +15,21 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from aiokafka.structs import RecordMetadata
 
 from graph_service.domain.fences import FenceRejected
+from graph_service.domain.retry import Backoff
 from graph_service.domain.tweet_ids import created_at_us
 from graph_service.events.records import OutgoingRecord, follow_record, tweet_record
+from graph_service.events.topics import TopicWatch
 from graph_service.store.changes import edge_change
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.streams.reader import ShardReset
+from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.relay import RelayMetrics
 from graph_service.tweets.tweet_store import parse_tweet
+from relay.log_guard import LogGuard
 
 __all__ = ["Converter", "Relay", "graph_events", "tweet_events"]
 
@@ -57,7 +65,12 @@ def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
 
 
 class Relay:
-    """The handler of one ``StreamReader``: convert, produce, wait for the acks, checkpoint."""
+    """The handler of one ``StreamReader``: convert, produce, wait for the acks, checkpoint.
+
+    A batch that Kafka does not take (broker down, topic missing) is produced again, with backoff and
+    one log line per failure kind per interval, once the topic check (``TopicWatch``) finds the topics
+    fine again: the shard waits, nothing is skipped. The offsets acknowledged go to the ``LogGuard``
+    and, per partition, into the shard's checkpoint with the move (``Checkpoint.produced``)."""
 
     def __init__(
         self,
@@ -66,15 +79,20 @@ class Relay:
         convert: Converter,
         checkpoints: CheckpointStore,
         *,
+        guard: LogGuard | None = None,
+        topics: TopicWatch | None = None,
         metrics: RelayMetrics | None = None,
     ) -> None:
         self._producer = producer
         self._topic = topic
         self._convert = convert
         self._checkpoints = checkpoints
+        self._guard = guard if guard is not None else LogGuard(topic, checkpoints)
+        self._topics = topics
         metrics = metrics if metrics is not None else RelayMetrics()
         self._produced = metrics.produced.labels(topic)
         self._skipped = metrics.skipped.labels(topic)
+        self._failures = FailureLog(log)
         self.produced = 0
         self.skipped = 0
 
@@ -90,16 +108,62 @@ class Relay:
             log.error("relay_record_skipped", shard_id=shard_id, sequence=sequence, error=repr(exc))
             return []
 
+    def _acked(self, future: asyncio.Future[RecordMetadata]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            metadata = future.result()
+            self._guard.note_ack(metadata.partition, metadata.offset)
+
+    async def _produce(self, shard_id: str, outgoing: list[OutgoingRecord]) -> dict[int, int]:
+        """Produce every event and wait until each is acknowledged (acks=all), trying again until
+        Kafka takes them all; returns the first offset acknowledged per partition (see ``handle``)."""
+        backoff = Backoff(base=0.2, cap=10.0)
+        while True:
+            if self._topics is not None:
+                await self._topics.until_ok()  # a missing topic is waited for, never created
+            try:
+                sent = []
+                for event in outgoing:
+                    future = await self._producer.send(
+                        self._topic, key=event.key, value=event.value, headers=event.headers
+                    )
+                    future.add_done_callback(self._acked)
+                    sent.append(future)
+                acks: list[RecordMetadata] = await asyncio.gather(*sent)
+            except KafkaError as exc:
+                if self._topics is not None:
+                    self._topics.suspect()
+                self._failures.failure("relay_produce_failed", type(exc).__name__, topic=self._topic, error=str(exc))
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            if backoff.failures:
+                self._failures.recovered("relay_produce_recovered", "", topic=self._topic, shard_id=shard_id)
+            first: dict[int, int] = {}
+            for ack in acks:
+                first[ack.partition] = min(ack.offset, first.get(ack.partition, ack.offset))
+            return first
+
     async def handle(self, shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:
         outgoing = [event for record in records for event in self._events(shard_id, record)]
-        sent = [await self._producer.send(self._topic, key=e.key, value=e.value, headers=e.headers) for e in outgoing]
-        await asyncio.gather(*sent)  # every event acknowledged before the checkpoint moves
+        # What the checkpoint records per partition is the first offset of the batch's records there,
+        # not the last: a log keeps or loses a producer batch whole, and the local broker reports a
+        # partition's end as just after the start of its last batch. A log that ends at or before it
+        # lost records (``LogGuard.compare``).
+        acked = await self._produce(shard_id, outgoing) if outgoing else {}
+        produced = await self._guard.produced_of(shard_id)
+        for partition, offset in acked.items():
+            produced[partition] = max(offset, produced.get(partition, -1))
         last = str(records[-1]["dynamodb"]["SequenceNumber"])
         try:
-            await self._checkpoints.advance(shard_id, committed, last)
-        except FenceRejected:
-            log.warning("relay_checkpoint_moved_elsewhere", shard_id=shard_id)  # another relay ran this shard
-            return (await self._checkpoints.load(shard_id)).sequence
+            await self._checkpoints.advance(shard_id, committed, last, produced=produced if acked else None)
+        except FenceRejected as exc:
+            # Another relay moved this checkpoint, or a rewind sent it back: go on from where it is.
+            self._guard.forget(shard_id)
+            log.info("relay_checkpoint_moved_elsewhere", shard_id=shard_id)
+            raise ShardReset(shard_id) from exc
+        self._guard.remember(shard_id, produced)
         self.produced += len(outgoing)
         self._produced.inc(len(outgoing))
+        backwards = self._guard.take_backwards()
+        if backwards:
+            await self._guard.rewind("an acknowledgement at or below an earlier offset", backwards)
         return last

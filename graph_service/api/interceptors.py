@@ -1,5 +1,5 @@
 """Per-call plumbing shared by every RPC: request IDs, caller authentication, access logs, metrics
-(``graph_service/telemetry/rpc.py``) and error mapping."""
+(``graph_service/telemetry/rpc.py``), error mapping, and requests whose body does not decode."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from graph_service.api.auth import Authenticator, required_scope
 from graph_service.api.error_mapping import internal_status, to_grpc_status
-from graph_service.domain.errors import DomainError
+from graph_service.domain.errors import DomainError, MalformedRequest, OpaqueError
+from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.rpc import MethodMetrics, RpcMetrics
 
@@ -42,6 +43,28 @@ else:
     _Interceptor = grpc.aio.ServerInterceptor  # not subscriptable at run time
 
 
+def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """``deserializer`` that never raises: gRPC calls it before any handler, and a failure there
+    becomes ``UNKNOWN`` with the exception's class in the message and grpc's traceback in the log,
+    for every call. Bytes the protobuf runtime refuses (``DecodeError``; the pure-Python runtime
+    lets ``UnicodeDecodeError`` through too) become a ``MalformedRequest`` in place of the request,
+    which the call raises once the caller has been checked."""
+
+    def deserialize(body: bytes) -> Any:
+        try:
+            return deserializer(body)
+        except Exception as exc:
+            return MalformedRequest(f"{len(body)} bytes: {exc}")
+
+    return deserialize
+
+
+def _quiet(outcome: str) -> bool:
+    """Outcomes whose access line is ``debug``: a success, and a malformed body, which any caller
+    can send in a loop (its rate-limited line below says how many there were)."""
+    return outcome in ("OK", MalformedRequest.reason)
+
+
 def _code_name(context: Any) -> str:
     """The status code a handler aborted the call with itself (``context.abort``), by name."""
     code = context.code() if hasattr(context, "code") else None
@@ -53,6 +76,10 @@ class RequestInterceptor(_Interceptor):
     (when ``authenticator`` is given), binds the caller's name to the logs, counts and times the call
     (by method, status code name and caller) and a limit's refusal, and maps errors to statuses.
 
+    An ``OpaqueError`` (a malformed body, the store or Redis unavailable) answers the caller with a
+    fixed sentence; its detail goes to the log through ``failures``: one line per reason per
+    interval, with a count, so a flood of bad bodies or an outage is a few lines, not one a call.
+
     Streaming RPCs (health's Watch, reflection) are passed through unmeasured: ours are all unary."""
 
     def __init__(
@@ -61,8 +88,10 @@ class RequestInterceptor(_Interceptor):
         *,
         metrics: RpcMetrics | None = None,
         limits: LimitMetrics | None = None,
+        failures: FailureLog | None = None,
     ) -> None:
         self._authenticator = authenticator
+        self._failures = failures if failures is not None else FailureLog(log)
         self._metrics = metrics if metrics is not None else RpcMetrics(CollectorRegistry(auto_describe=True))
         self._limits = limits if limits is not None else LimitMetrics()
 
@@ -85,6 +114,7 @@ class RequestInterceptor(_Interceptor):
         authenticator = self._authenticator
         rpc_metrics = self._metrics
         limits = self._limits
+        failures = self._failures
 
         async def call(request: Any, context: Any) -> Any:  # grpc-stubs lack the aio context's methods
             request_id = _request_id(context)
@@ -105,11 +135,15 @@ class RequestInterceptor(_Interceptor):
                     counted.start()
                     if known is not None:
                         Authenticator.authorize(known, method)
+                    if isinstance(request, MalformedRequest):  # after the caller check: strangers learn nothing
+                        raise request
                     return await inner(request, context)
                 except DomainError as error:
                     outcome = error.reason
                     code = error.code.value
                     limits.refusal(outcome, caller or "")
+                    if isinstance(error, OpaqueError):
+                        failures.failure(outcome.lower(), outcome, error=str(error))
                     await context.abort_with_status(to_grpc_status(error))
                 except asyncio.CancelledError:
                     outcome = code = "CANCELLED"  # the caller went away (or its deadline passed)
@@ -128,13 +162,14 @@ class RequestInterceptor(_Interceptor):
                         counted.start()
                     counted.finish(code, seconds)
                     # Successful calls log at debug (a line per call is costly at 10k calls/s); failures at info.
-                    report = log.debug if outcome == "OK" else log.info
+                    report = log.debug if _quiet(outcome) else log.info
                     report("rpc", outcome=outcome, ms=round(seconds * 1000, 3))
                     if caller is not None:
                         structlog.contextvars.unbind_contextvars("caller")
 
+        deserializer = handler.request_deserializer
         return grpc.unary_unary_rpc_method_handler(
             call,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=None if deserializer is None else _tolerant(deserializer),
             response_serializer=handler.response_serializer,
         )

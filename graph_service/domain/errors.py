@@ -19,7 +19,9 @@ __all__ = [
     "InvalidPageToken",
     "InvalidTweet",
     "InvalidUserId",
+    "MalformedRequest",
     "MissingScope",
+    "OpaqueError",
     "RateLimited",
     "RequestNotFound",
     "SelfFollow",
@@ -54,6 +56,26 @@ class DomainError(Exception):
         super().__init__(message)
         self.message = message
         self.metadata = metadata
+
+
+class OpaqueError(DomainError):
+    """A failure whose cause callers are not told: they get the class's fixed ``public_message``,
+    while the exception's own text (``str(exc)``) is the detail, for the logs only. Endpoint URLs,
+    host names and a library's exception text are the service's business, and a caller could do
+    nothing with them."""
+
+    public_message = "the call failed"
+
+    def __init__(self, detail: str, **metadata: str) -> None:
+        super().__init__(self.public_message, **metadata)
+        self.args = (detail,)  # str(exc): what the consumers and the CLI log and print
+
+
+class MalformedRequest(OpaqueError):
+    """The request body is not a protobuf of the RPC's request type (gRPC's deserializer refused it)."""
+
+    reason = "MALFORMED_REQUEST"
+    public_message = "the request body is not a valid message of this RPC's request type"
 
 
 class InvalidUserId(DomainError):
@@ -141,18 +163,20 @@ class BatchTooLarge(DomainError):
         super().__init__(f"at most {limit} IDs per call", size=str(size), limit=str(limit))
 
 
-class Unavailable(DomainError):
+class Unavailable(OpaqueError):
     """The edge store could not be reached or kept throttling; safe to retry."""
 
     code = Code.UNAVAILABLE
     reason = "STORE_UNAVAILABLE"
+    public_message = "the graph store is unavailable; the call is safe to retry"
 
 
-class TimelineUnavailable(DomainError):
+class TimelineUnavailable(OpaqueError):
     """Redis, which holds the timelines, could not be reached; safe to retry."""
 
     code = Code.UNAVAILABLE
     reason = "TIMELINE_UNAVAILABLE"
+    public_message = "the timeline store is unavailable; the call is safe to retry"
 
 
 class FollowLimit(DomainError):

@@ -58,7 +58,7 @@ class CountersRuntime:
             self.consumer.handle,
             metrics=self.stream_metrics.consumer(self.settings.counters_consumer_name),
         )
-        log.info("counters_started")
+        log.info("counters_started", lease_owner=reader.owner)  # its name in the shards' leases
         await reader.run(stop)
 
     async def aclose(self) -> None:

@@ -16,11 +16,13 @@ from graph_service.domain.ports import FollowerSource
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
+from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
 from graph_service.telemetry.cache import CacheMetrics
 from graph_service.telemetry.fanout import FanoutMetrics
 from graph_service.telemetry.registry import process_registry
+from graph_service.telemetry.topics import TopicMetrics
 from graph_service.timelines.timeline_store import TimelineStore
 
 __all__ = ["FanoutRuntime", "build_fanout"]
@@ -37,8 +39,9 @@ class FanoutRuntime:
     cache: GraphCache | None
     dynamo: AsyncDynamo
     metrics: MetricsServer
-    """``/readyz``: the Kafka consumer started and the broker answered it recently (records
-    fetched, or a metadata request answered while polls come back empty)."""
+    """``/readyz``: both topics exist with SG_TOPIC_PARTITIONS partitions, the Kafka consumer started
+    and the broker answered it recently (records fetched, or a metadata request answered while polls
+    come back empty)."""
 
     @property
     def metrics_port(self) -> int:
@@ -74,11 +77,14 @@ async def build_fanout(
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
     registry = process_registry()
     fanout_metrics = FanoutMetrics(registry, stale_after=stale_after)
+    topics = TopicWatch(settings, TopicMetrics(registry))
+
+    def readiness() -> str | None:
+        return topics.problem() or fanout_metrics.heartbeat.problem()
+
     dynamo = AsyncDynamo.build(settings)
     try:
-        metrics = await start_metrics_server(
-            metrics_address(settings, "fanout"), registry, fanout_metrics.heartbeat.problem
-        )
+        metrics = await start_metrics_server(metrics_address(settings, "fanout"), registry, readiness)
         try:
             await timelines.load_scripts()
         except BaseException:
@@ -94,5 +100,5 @@ async def build_fanout(
         cache.report_to(CacheMetrics(registry))
         followers = CachedFollowerSource(followers, cache)
     fanout = Fanout(followers, timelines, settings, metrics=fanout_metrics)
-    worker = FanoutWorker(settings, fanout, after_writes=after_writes, metrics=fanout_metrics)
+    worker = FanoutWorker(settings, fanout, after_writes=after_writes, metrics=fanout_metrics, topics=topics)
     return FanoutRuntime(settings, worker, fanout, timelines, cache, dynamo, metrics)

@@ -19,12 +19,40 @@ from typing import Any
 import structlog
 from structlog.typing import Processor
 
-__all__ = ["configure_logging", "json_handler"]
+__all__ = ["LibraryRepeats", "configure_logging", "json_handler"]
 
 OURS = ("graph_service", "counters", "relay", "fanout", "socialgraph_devstack", "socialgraph_client", "bench")
 """Loggers at SG_LOG_LEVEL; every other logger (botocore, aiokafka, redis, asyncio, grpc, ...) stays at
 warning or above whatever the level: at info or debug they log every request, connection or rebalance
 step, which drowns the service's own lines."""
+
+
+class LibraryRepeats(logging.Filter):
+    """At most one line per ``interval`` seconds for each message of a library's logger (by logger
+    and message template), the line that passes carrying ``repeated``: how many were held back since.
+    A library that retries in a loop (aiokafka waiting for a topic's metadata logs an error every
+    100 ms) cannot flood the log. Our own loggers (``OURS``, which rate-limit where they retry) and
+    uncaught exceptions always pass."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        super().__init__()
+        self._interval = interval
+        self._seen: dict[tuple[str, object], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.split(".", 1)[0] in OURS or record.name == "uncaught" or record.levelno >= logging.CRITICAL:
+            return True
+        key = (record.name, record.msg)
+        last, held = self._seen.get(key, (float("-inf"), 0))
+        if record.created - last < self._interval:
+            self._seen[key] = (last, held + 1)
+            return False
+        if held:
+            record.repeated = held
+        if len(self._seen) > 10_000:  # a library that puts values in its templates: forget, not grow
+            self._seen.clear()
+        self._seen[key] = (record.created, 0)
+        return True
 
 
 def _shared_processors() -> list[Processor]:
@@ -78,7 +106,9 @@ def configure_logging(level: str = "info", *, cache_loggers: bool = True) -> Non
     root = logging.getLogger()
     for old in list(root.handlers):  # basicConfig's, or the Lambda runtime's plain-text one
         root.removeHandler(old)
-    root.addHandler(json_handler())
+    handler = json_handler()
+    handler.addFilter(LibraryRepeats())
+    root.addHandler(handler)
     root.setLevel(max(numeric, logging.WARNING))
     for ours in OURS:
         logging.getLogger(ours).setLevel(numeric)

@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import contextlib
+import functools
+from dataclasses import dataclass, field
 
 import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from botocore.exceptions import ClientError
 
+from graph_service.domain.errors import Unavailable
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.events.kafka import client_options
+from graph_service.events.topics import TopicWatch, end_offsets
 from graph_service.settings import Settings
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.reader import StreamReader
+from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.relay import RelayMetrics
 from graph_service.telemetry.streams import StreamMetrics
+from graph_service.telemetry.topics import TopicMetrics
+from relay.log_guard import LogGuard
 from relay.relay import Converter, Relay, graph_events, tweet_events
 
 __all__ = ["RelayRuntime", "build_relay"]
@@ -35,7 +43,13 @@ class RelayRuntime:
     stream_metrics: StreamMetrics
     """Lag per shard of both streams; ``/readyz`` asks it whether both readers run and progress."""
     relay_metrics: RelayMetrics
+    topics: TopicWatch
+    """Both topics as configured; ``/readyz`` is 503 while one is missing or mis-sized."""
+    topic_metrics: TopicMetrics
     metrics: MetricsServer
+    guards: list[LogGuard] = field(default_factory=list)
+    """One per topic, once running: what noticed a log that went backwards (``rewinds``)."""
+    _failures: FailureLog = field(default_factory=lambda: FailureLog(log))
 
     @property
     def metrics_port(self) -> int:
@@ -52,28 +66,50 @@ class RelayRuntime:
             await self.producer.start()
         except KafkaError as exc:
             raise RuntimeError(f"Kafka at {self.settings.kafka_bootstrap_servers}: {exc}") from exc
-        sources = self._sources()
+        if not await self.topics.wait_ok(stop):  # not ready meanwhile; create-topics heals it
+            return
         readers = []
-        for table, topic, convert in sources:
+        for table, topic, convert in self._sources():
             name = f"{self.settings.relay_consumer_name}:{table}"
             checkpoints = CheckpointStore(self.dynamo, self.settings, name)
-            relay = Relay(self.producer, topic, convert, checkpoints, metrics=self.relay_metrics)
-            readers.append(
-                await StreamReader.for_table(
-                    self.dynamo,
-                    self.streams,
-                    self.settings,
-                    table,
-                    checkpoints,
-                    relay.handle,
-                    metrics=self.stream_metrics.consumer(name),
-                )
+            guard = LogGuard(topic, checkpoints, self.topic_metrics)
+            relay = Relay(
+                self.producer, topic, convert, checkpoints, guard=guard, topics=self.topics, metrics=self.relay_metrics
             )
-        log.info("relay_started", topics=[topic for _, topic, _ in sources])
-        await asyncio.gather(*(reader.run(stop) for reader in readers))
+            reader = await StreamReader.for_table(
+                self.dynamo,
+                self.streams,
+                self.settings,
+                table,
+                checkpoints,
+                relay.handle,
+                metrics=self.stream_metrics.consumer(name),
+            )
+            guard.attach(reader)
+            self.guards.append(guard)
+            readers.append(reader)
+        await self._compare_logs(True)  # records lost while no relay ran are produced again first
+        log.info("relay_started", topics=[guard.topic for guard in self.guards])
+        await asyncio.gather(self.topics.run(stop, self._compare_logs), *(reader.run(stop) for reader in readers))
+
+    async def _compare_logs(self, topics_ok: bool) -> None:
+        """After a topic check that found both topics fine: rewind a stream whose topic's log ends at
+        or below what the relay produced there."""
+        if not topics_ok:
+            return
+        partitions = self.settings.topic_partitions
+        for guard in self.guards:
+            try:
+                await guard.compare(functools.partial(end_offsets, self.settings, guard.topic, partitions))
+            except (KafkaError, OSError, TimeoutError) as exc:
+                self._failures.failure("relay_log_check_failed", "kafka", topic=guard.topic, error=repr(exc))
+                self.topics.suspect()
+            except (Unavailable, ClientError) as exc:  # DynamoDB: the next check tries again
+                self._failures.failure("relay_log_check_failed", "dynamodb", topic=guard.topic, error=str(exc))
 
     async def aclose(self) -> None:
-        await self.producer.stop()
+        with contextlib.suppress(Exception, TimeoutError):  # a broker that is gone must not hold the stop
+            await asyncio.wait_for(self.producer.stop(), timeout=5)
         self.dynamo.close()
         self.streams.close()
         await self.metrics.aclose()
@@ -82,10 +118,17 @@ class RelayRuntime:
 
 async def build_relay(settings: Settings, *, stale_after: float = 30.0) -> RelayRuntime:
     """The relay, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken);
-    ``/readyz`` is 503 once a stream reader or one of its shards made no progress for ``stale_after`` seconds."""
+    ``/readyz`` is 503 once a stream reader or one of its shards made no progress for ``stale_after`` seconds,
+    and while a topic is missing or mis-sized."""
     registry = process_registry()
     stream_metrics = StreamMetrics(registry, stale_after=stale_after)
-    metrics = await start_metrics_server(metrics_address(settings, "relay"), registry, stream_metrics.problem)
+    topic_metrics = TopicMetrics(registry)
+    topics = TopicWatch(settings, topic_metrics)
+
+    def readiness() -> str | None:
+        return topics.problem() or stream_metrics.problem()
+
+    metrics = await start_metrics_server(metrics_address(settings, "relay"), registry, readiness)
     return RelayRuntime(
         settings,
         AsyncDynamo.build(settings),
@@ -93,5 +136,7 @@ async def build_relay(settings: Settings, *, stale_after: float = 30.0) -> Relay
         AIOKafkaProducer(**client_options(settings), acks="all", linger_ms=5),
         stream_metrics,
         RelayMetrics(registry),
+        topics,
+        topic_metrics,
         metrics,
     )

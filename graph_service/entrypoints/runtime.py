@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar, runtime_checkable
 
+import structlog
+
 from graph_service.settings import Settings
 
-__all__ = ["Reloadable", "Runtime", "run_until_signal"]
+__all__ = ["OVERDUE_EXIT", "OVERDUE_MARGIN_SECONDS", "Reloadable", "Runtime", "run_until_signal"]
+
+log = structlog.get_logger(__name__)
+OVERDUE_MARGIN_SECONDS = 2.0
+"""After SG_SHUTDOWN_GRACE_SECONDS (the server drains its calls that long), this long to close clients."""
+OVERDUE_EXIT = 1
 
 
 class Runtime(Protocol):
@@ -32,15 +41,40 @@ class Reloadable(Protocol):
 R = TypeVar("R", bound=Runtime)
 
 
-def run_until_signal(build: Callable[[Settings], Awaitable[R]], settings: Settings) -> None:
+def run_until_signal(
+    build: Callable[[Settings], Awaitable[R]],
+    settings: Settings,
+    *,
+    force_exit: Callable[[int], object] = os._exit,
+) -> None:
     """Build the runtime, run it until SIGTERM or SIGINT, then close it; SIGHUP reloads a runtime
-    that can (the server's callers file) and is ignored by the others (the consumers)."""
+    that can (the server's callers file) and is ignored by the others (the consumers).
+
+    A stop never waits for ever, whatever state the process is in (a retry loop, a client that hangs
+    on a dead broker): a process still running SG_SHUTDOWN_GRACE_SECONDS plus ``OVERDUE_MARGIN_SECONDS``
+    after the signal logs ``shutdown_overdue`` and exits with ``OVERDUE_EXIT``; so does a second
+    signal (Ctrl-C twice)."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def overdue(why: str) -> None:
+            log.error("shutdown_overdue", why=why, grace_seconds=settings.shutdown_grace_seconds)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            force_exit(OVERDUE_EXIT)
+
+        def request_stop() -> None:
+            if stop.is_set():
+                overdue("a second stop signal")
+                return
+            stop.set()
+            deadline = settings.shutdown_grace_seconds + OVERDUE_MARGIN_SECONDS
+            loop.call_later(deadline, overdue, "still running after the grace period")
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, request_stop)
         built: list[Reloadable] = []
 
         def reload() -> None:

@@ -8,11 +8,18 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
 
+from graph_service.events import no_auto_create
 from graph_service.settings import Settings
 
-__all__ = ["client_options", "ensure_topics"]
+__all__ = ["client_options", "ensure_topics", "topic_names"]
 
 TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
+no_auto_create.apply()  # before any client of the project is built
+
+
+def topic_names(settings: Settings) -> list[str]:
+    """The project's event topics: tweets, then graph events."""
+    return [settings.tweets_topic, settings.graph_events_topic]
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -35,7 +42,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 async def ensure_topics(settings: Settings) -> list[str]:
     """Create the event topics unless they exist; returns the names created. Safe to repeat."""
-    names = [settings.tweets_topic, settings.graph_events_topic]
+    names = topic_names(settings)
     admin = AIOKafkaAdminClient(**client_options(settings))
     await admin.start()
     try:

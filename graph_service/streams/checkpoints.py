@@ -3,6 +3,8 @@
 A checkpoint is only ever moved by a conditional write that names the position it moves
 from, so a replayed or duplicated batch cannot move it twice; a consumer may put that write
 in the same transaction as its effects (the counters consumer does, through ``fence_items``).
+The same item carries the shard's lease (``owner``, ``lease_until``: ``leases.py``); every write
+here names the attributes it sets or removes, so none of them touches the lease.
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ class Checkpoint:
     note: str = ""
     """Consumer-defined: what to redo after a crash (the counters consumer: the last cache repair)."""
     produced: dict[int, int] = field(default_factory=dict)
-    """The relay's: per partition of its topic, the offset of the last record it produced from this
-    shard and saw acknowledged. Kept when the shard is done; cleared by a rewind."""
+    """The relay's: per partition of its topic, the first offset of the last batch it produced there
+    from this shard and saw acknowledged. Kept when the shard is done; cleared by a rewind."""
+    owner: str | None = None
+    """The reader holding the shard's lease (``leases.py``, which alone writes it and ``lease_until``)."""
+    lease_until: float = 0.0
+    """Epoch seconds, the owner's clock, until which it holds the lease."""
 
 
 class CheckpointStore:
@@ -101,6 +107,8 @@ class CheckpointStore:
             done=item.get("done", {}).get("BOOL", False),
             note=item.get("note", {}).get("S", ""),
             produced={int(partition): int(offset) for partition, offset in produced.items()},
+            owner=item.get("owner", {}).get("S"),
+            lease_until=float(item.get("lease_until", {}).get("N", "0")),
         )
 
     async def load_all(self) -> dict[str, Checkpoint]:

@@ -1,9 +1,11 @@
-"""Reads every shard of one DynamoDB stream: discovery, parents before children, resume.
+"""Reads every shard of one DynamoDB stream: discovery, leases, parents before children, resume.
 
 Written once for every stream consumer of the project. A consumer supplies a handler
 ``(shard_id, records, committed_sequence) -> new committed_sequence``; the handler commits
 its checkpoint itself (so it can commit it atomically with its effects), and the reader
-resumes each shard right after the last committed sequence number. What it reads, how far behind
+resumes each shard right after the last committed sequence number. Several instances of one
+consumer may run at once: each shard is read by the one holding its lease (``leases.py``), and
+a survivor takes a dead instance's shards within ``SG_LEASE_SECONDS``. What it reads, how far behind
 it is and whether it makes progress (a batch handled, a read that finds a shard caught up; a read
 whose batch then fails is no progress) go to its ``ConsumerMetrics`` (``graph_service/telemetry/streams.py``).
 """
@@ -12,19 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from botocore.exceptions import ClientError
 
 from graph_service.domain.errors import Unavailable
+from graph_service.domain.retry import Backoff, pause
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.settings import Settings
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.streams.held_leases import HeldLeases
+from graph_service.streams.leases import LeaseView, ShardLeases, fair_share
+from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
 
-__all__ = ["RecordHandler", "StreamReader", "stream_arn"]
+__all__ = ["RecordHandler", "ShardReset", "StreamReader", "stream_arn"]
 
 log = structlog.get_logger(__name__)
 RecordHandler = Callable[[str, list[dict[str, Any]], str | None], Awaitable[str | None]]
@@ -40,7 +48,39 @@ async def stream_arn(dynamo: AsyncDynamo, settings: Settings, table: str) -> str
     return str(arn)
 
 
+class ShardReset(Exception):
+    """Raised by a handler when the shard's checkpoint was moved under it (a rewind by some relay):
+    the reader starts the shard again from its stored checkpoint at its next round, a restart
+    logged at info, not a failure."""
+
+
+@dataclass(eq=False)
+class _ShardRun:
+    """One task reading one shard, and what the reader knows of it."""
+
+    shard_id: str
+    committed: str | None = None
+    """The position the task started from or last committed; a renewal that finds the stored one
+    gone while this is set has seen a rewind by another process."""
+    stopping: str = ""
+    """Why the reader cancelled the task (a restart, a lost lease); empty while it runs on its own."""
+    task: asyncio.Task[None] = field(init=False)
+
+
 class StreamReader:
+    """One task per readable shard whose lease this reader holds (``leases.py``): several instances
+    of one consumer share a stream, each shard read by one of them at a time.
+
+    Every round (each ``SG_SHARD_REFRESH_SECONDS`` or ``SG_LEASE_SECONDS / 10``, the shorter) it looks
+    at the consumer's checkpoints, takes the leases of readable shards that are free or expired (up
+    to an even share among the live owners) and starts their tasks; the shard list itself is
+    refreshed every ``SG_SHARD_REFRESH_SECONDS``. A task that failed starts again after a backoff
+    (jittered, at most the refresh interval); one that raised ``ShardReset`` or was restarted
+    (``restart_shards``) at once. Another task renews the leases; a lease found taken, or not
+    renewed before it expired, stops that shard's task. A clean stop releases every lease, so
+    another instance takes the shards at once; a crash leaves them to expire.
+    """
+
     def __init__(
         self,
         streams: AsyncDynamo,
@@ -48,6 +88,7 @@ class StreamReader:
         checkpoints: CheckpointStore,
         handler: RecordHandler,
         *,
+        leases: ShardLeases,
         poll_seconds: float,
         refresh_seconds: float,
         metrics: ConsumerMetrics | None = None,
@@ -57,9 +98,17 @@ class StreamReader:
         self._arn = stream_arn
         self._checkpoints = checkpoints
         self._handler = handler
+        self._held = HeldLeases(leases, self.metrics)
         self._poll = poll_seconds
         self._refresh = refresh_seconds
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._interval = min(refresh_seconds, leases.timing.look_seconds)
+        self._running: dict[str, _ShardRun] = {}
+        self._shards: dict[str, str | None] | None = None
+        self._listed_at = 0.0
+        self._backoffs: dict[str, Backoff] = {}
+        self._not_before: dict[str, float] = {}
+        self._wake = asyncio.Event()
+        self._failures = FailureLog(log)
 
     @classmethod
     async def for_table(
@@ -73,16 +122,34 @@ class StreamReader:
         *,
         metrics: ConsumerMetrics | None = None,
     ) -> StreamReader:
-        """A reader of the stream of one of the project's tables, paced by the settings."""
+        """A reader of the stream of one of the project's tables, paced by the settings, holding
+        its shards through leases of ``SG_LEASE_SECONDS`` on the checkpoints' items."""
         return cls(
             streams,
             await stream_arn(dynamo, settings, table),
             checkpoints,
             handler,
+            leases=ShardLeases(dynamo, settings, checkpoints.consumer),
             poll_seconds=settings.stream_poll_seconds,
             refresh_seconds=settings.shard_refresh_seconds,
             metrics=metrics,
         )
+
+    @property
+    def owner(self) -> str:
+        """This reader's name in the leases."""
+        return self._held.owner
+
+    def held_shards(self) -> set[str]:
+        """The shards whose lease this reader holds."""
+        return self._held.shards()
+
+    def restart_shards(self) -> None:
+        """Cancel every shard task of this reader; each starts again from its stored checkpoint at
+        the next round (the relay calls this after it rewound checkpoints). The leases stay held."""
+        for run in self._running.values():
+            self._stop(run, "restart")
+        self._wake.set()
 
     async def list_shards(self) -> dict[str, str | None]:
         """Every shard of the stream and its parent (None for roots)."""
@@ -98,39 +165,122 @@ class StreamReader:
             kwargs["ExclusiveStartShardId"] = last
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Until ``stop`` is set: keep one task per readable shard, refreshing the shard list."""
+        """Until ``stop`` is set: hold leases and keep one task per readable shard held. A cancelled
+        run (a crash, for the tests) leaves its leases to expire; a stopped one releases them."""
         self.metrics.heartbeat.start()
+        helpers = [
+            asyncio.create_task(self._wake_on(stop), name="reader-stop"),
+            asyncio.create_task(self._keep_leases(stop), name="reader-leases"),
+        ]
         try:
             while not stop.is_set():
-                self._forget_failed()
+                self._collect()
                 try:
                     await self._schedule()
-                    self.metrics.listed(reading=any(not task.done() for task in self._running.values()))
-                except (Unavailable, ClientError) as exc:  # DynamoDB unreachable: try at the next refresh
-                    log.error("shard_listing_failed", error=str(exc))
+                    self.metrics.listed(reading=any(not run.task.done() for run in self._running.values()))
+                except (Unavailable, ClientError) as exc:  # DynamoDB unreachable: try at the next round
+                    self._failures.failure("shard_listing_failed", type(exc).__name__, error=str(exc))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self._refresh)
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
+                self._wake.clear()
         finally:
             self.metrics.heartbeat.stop()
-            await _cancel_all(list(self._running.values()))
+            await _cancel_all([*helpers, *(run.task for run in self._running.values())])
+            self._running.clear()
+            if stop.is_set():
+                await self._held.release_all()
 
-    def _forget_failed(self) -> None:
-        """A shard task that failed (DynamoDB unavailable, retries exhausted) is started again at the
-        next refresh, from its checkpoint: one bad minute must not stop the whole consumer."""
-        for shard_id, task in list(self._running.items()):
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                log.error("shard_failed_will_resume", shard_id=shard_id, error=repr(task.exception()))
-                del self._running[shard_id]
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    def _collect(self) -> None:
+        """Forget the tasks that ended. A failed one (DynamoDB unavailable, retries exhausted, Kafka
+        down) starts again after its backoff, from its checkpoint: one bad minute must not stop the
+        whole consumer; a reset one at once."""
+        for shard_id, run in list(self._running.items()):
+            if not run.task.done():
+                if run.stopping:
+                    run.task.cancel()  # once more: one cancel() can be lost (see _cancel_all)
+                continue
+            del self._running[shard_id]
+            if run.task.cancelled():
+                if shard_id not in self._held:
+                    self.metrics.shard_finished(shard_id)  # read by another instance now
+                continue
+            error = run.task.exception()
+            if isinstance(error, ShardReset):
+                log.info("shard_reset_will_resume", shard_id=shard_id, reason=str(error))
+            elif error is not None:
+                delay = self._backoffs.setdefault(shard_id, Backoff(self._interval, self._refresh)).next_delay()
+                self._not_before[shard_id] = time.monotonic() + delay
+                self._failures.failure(
+                    "shard_failed_will_resume", type(error).__name__, shard_id=shard_id, error=repr(error)
+                )
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """A shard finished, reset or stopped by the reader: the next round need not wait (its
+        children, or its restart, come at once); a failure waits for its backoff."""
+        if task.cancelled() or task.exception() is None or isinstance(task.exception(), ShardReset):
+            self._wake.set()
 
     async def _schedule(self) -> None:
-        shards = await self.list_shards()
-        done = {s for s, c in (await self._checkpoints.load_all()).items() if c.done}
-        for shard_id, parent in shards.items():
-            if shard_id in done or shard_id in self._running:
+        if self._shards is None or time.monotonic() - self._listed_at >= self._refresh:
+            self._shards = await self.list_shards()
+            self._listed_at = time.monotonic()
+        shards = self._shards
+        checkpoints = await self._checkpoints.load_all()
+        done = {s for s, c in checkpoints.items() if c.done}
+        for shard_id in done & self._held.shards() - self._running.keys():
+            await self._held.give_up(shard_id)  # finished by an earlier owner of the lease
+        readable = [
+            shard_id
+            for shard_id, parent in shards.items()
+            if shard_id not in done and (parent is None or parent not in shards or parent in done)
+        ]  # a child waits for its parent's records
+        now = self._held.now()
+        views = {s: LeaseView(c.owner, c.lease_until) for s, c in checkpoints.items()}
+        owners = {owner for view in views.values() if (owner := view.live_owner(now)) is not None}
+        share = fair_share(len(readable), owners, self.owner)
+        for shard_id in readable:
+            if shard_id in self._running or self._not_before.get(shard_id, 0.0) > time.monotonic():
                 continue
-            if parent is not None and parent in shards and parent not in done:
-                continue  # the parent's records come first
-            self._running[shard_id] = asyncio.create_task(self._consume(shard_id), name=f"shard-{shard_id}")
+            if shard_id not in self._held:
+                view = views.get(shard_id, LeaseView())
+                if len(self._held) >= share or view.held_by_other(self.owner, now):
+                    continue
+                if not await self._held.take(shard_id, view):
+                    continue  # another instance was first
+            self._start(shard_id)
+
+    def _start(self, shard_id: str) -> None:
+        run = _ShardRun(shard_id)
+        run.task = asyncio.create_task(self._consume(run), name=f"shard-{shard_id}")
+        run.task.add_done_callback(self._task_ended)
+        self._running[shard_id] = run
+        self._not_before.pop(shard_id, None)
+
+    def _stop(self, run: _ShardRun, why: str) -> None:
+        run.stopping = run.stopping or why
+        run.task.cancel()
+
+    async def _keep_leases(self, stop: asyncio.Event) -> None:
+        """Renew the leases; stop the task of a shard whose lease is lost, and restart one whose
+        checkpoint a renewal found rewound by another process (no ``seq`` while it had one)."""
+        while not await pause(self._held.timing.renew_seconds, stop):
+            before = {s: (run, run.committed) for s, run in self._running.items()}  # it may commit meanwhile
+            for shard_id, renewal in (await self._held.renew_all()).items():
+                current = self._running.get(shard_id)
+                if current is None:
+                    continue
+                if renewal is None:
+                    self._stop(current, "lease lost")
+                    continue
+                run, committed = before.get(shard_id, (None, None))
+                if current is run and committed is not None and renewal.sequence is None:
+                    log.info("shard_rewound_elsewhere", shard_id=shard_id, committed=committed)
+                    self._stop(current, "rewound")
+                    self._wake.set()
 
     async def _iterator(self, shard_id: str, sequence: str | None) -> str | None:
         kwargs: dict[str, Any] = {"StreamArn": self._arn, "ShardId": shard_id}
@@ -149,10 +299,11 @@ class StreamReader:
             iterator = (await self._streams.call("get_shard_iterator", **kwargs))["ShardIterator"]
         return iterator
 
-    async def _consume(self, shard_id: str) -> None:
+    async def _consume(self, run: _ShardRun) -> None:
+        shard_id = run.shard_id
         self.metrics.shard_started(shard_id)  # first: a task failing before its first read is stuck too
         checkpoint = await self._checkpoints.load(shard_id)
-        sequence = checkpoint.sequence
+        sequence = run.committed = checkpoint.sequence
         iterator = await self._iterator(shard_id, sequence)
         log.info("shard_started", shard_id=shard_id, sequence=sequence)
         while iterator is not None:
@@ -170,13 +321,15 @@ class StreamReader:
             iterator = response.get("NextShardIterator")
             self.metrics.read(shard_id, records)
             if records:
-                sequence = await self._handler(shard_id, records, sequence)
+                sequence = run.committed = await self._handler(shard_id, records, sequence)
                 self.metrics.handled(shard_id, records)
+                self._backoffs.pop(shard_id, None)  # progress: the next failure waits the least again
             elif iterator is not None:
                 await asyncio.sleep(self._poll)
         await self._checkpoints.mark_done(shard_id)
         self.metrics.shard_finished(shard_id)
         log.info("shard_finished", shard_id=shard_id)
+        await self._held.give_up(shard_id)
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

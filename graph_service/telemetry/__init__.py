@@ -1,7 +1,8 @@
 """Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count.
 
 Every metric group (one class per module: ``CacheMetrics``, ``CountersMetrics``, ``FanoutMetrics``,
-``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``, ``StreamMetrics``) is exported here.
+``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``, ``StreamMetrics``, ``TopicMetrics``) is exported
+here, with ``FailureLog`` (rate-limited failure lines).
 
 Each process (each runtime: ``serve``, ``counters``, ``relay``, ``fanout``) owns one
 ``CollectorRegistry`` made by ``process_registry()`` and hands the metric groups built on it to the
@@ -15,6 +16,7 @@ nobody reads: the counting code has no "metrics off" branch.
 
 from graph_service.telemetry.cache import CacheMetrics
 from graph_service.telemetry.counters import CountersMetrics
+from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.fanout import FanoutMetrics
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.readiness import Heartbeat
@@ -22,11 +24,13 @@ from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.relay import RelayMetrics
 from graph_service.telemetry.rpc import MethodMetrics, RpcMetrics
 from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
+from graph_service.telemetry.topics import TopicMetrics
 
 __all__ = [
     "CacheMetrics",
     "ConsumerMetrics",
     "CountersMetrics",
+    "FailureLog",
     "FanoutMetrics",
     "Heartbeat",
     "LimitMetrics",
@@ -34,5 +38,6 @@ __all__ = [
     "RelayMetrics",
     "RpcMetrics",
     "StreamMetrics",
+    "TopicMetrics",
     "process_registry",
 ]

@@ -1,4 +1,4 @@
-"""Stream consumers' metrics (counters, relay): records read, lag and checkpoint age per shard.
+"""Stream consumers' metrics (counters, relay): records read, lag and checkpoint age per shard, leases.
 
 ``socialgraph_stream_lag_seconds{consumer, shard}``: 0 when the shard's last read found nothing
 new; otherwise now minus the ``ApproximateCreationDateTime`` of the oldest record read and not yet
@@ -14,7 +14,14 @@ so alert on it together with a lag above 0.
 A shard task that fails and is started again keeps both figures as they were (its lag is not
 reset to 0 by the restart): only a read or a handled batch changes them.
 
-Both gauges are computed when scraped, in the scrape's worker thread (they only copy dicts the
+Leases (``graph_service/streams/leases.py``): ``socialgraph_stream_leases_held{consumer}`` is how
+many shards this process holds; ``socialgraph_stream_lease_takeovers_total{consumer}`` counts leases
+it took from an owner whose lease had expired (a dead or stuck instance: alert if it keeps rising),
+``socialgraph_stream_leases_lost_total{consumer}`` leases it found taken by another instance or
+could not renew in time (it stopped reading those shards). A shard whose lease went elsewhere
+loses its lag and checkpoint-age series here, as a finished one does: the new owner reports them.
+
+All gauges are computed when scraped, in the scrape's worker thread (they only copy dicts the
 loop writes). A finished (closed, fully read) shard's series are removed.
 """
 
@@ -55,9 +62,12 @@ class ConsumerMetrics:
     must itself have progressed within ``stale_after`` (one stuck shard is enough to be not ready).
     """
 
-    def __init__(self, name: str, records_read: Counter, *, stale_after: float) -> None:
+    def __init__(self, name: str, counters: _ConsumerCounters, *, stale_after: float) -> None:
         self.name = name
-        self._records_read = records_read.labels(name)
+        self._records_read = counters.records_read.labels(name)
+        self._takeovers = counters.takeovers.labels(name)
+        self._lost = counters.lost.labels(name)
+        self._leases: set[str] = set()
         self._stale_after = stale_after
         self.heartbeat = Heartbeat(f"stream consumer {name}", stale_after=stale_after, evidence="progress")
         self._behind_since: dict[str, float | None] = {}
@@ -98,9 +108,27 @@ class ConsumerMetrics:
         self._progressed(shard_id)
 
     def shard_finished(self, shard_id: str) -> None:
+        """The shard is closed and read to its end, or another instance reads it now: its series go."""
         self._behind_since.pop(shard_id, None)
         self._checkpointed_at.pop(shard_id, None)
         self._progressed_at.pop(shard_id, None)
+
+    def lease_taken(self, shard_id: str, *, takeover: bool) -> None:
+        """This process took the shard's lease; ``takeover``: from an owner whose lease had expired."""
+        self._leases.add(shard_id)
+        if takeover:
+            self._takeovers.inc()
+
+    def lease_given_up(self, shard_id: str, *, lost: bool) -> None:
+        """This process no longer holds the shard: released (a clean stop, a finished shard), or
+        ``lost`` (taken by another, or not renewed in time); its shard series go with it."""
+        self._leases.discard(shard_id)
+        if lost:
+            self._lost.inc()
+            self.shard_finished(shard_id)
+
+    def leases_held(self) -> int:
+        return len(self._leases)
 
     def problem(self) -> str | None:
         """None when ready: running, progress within ``stale_after``, and no shard stuck longer."""
@@ -144,8 +172,40 @@ class _ShardGauges(Collector):
                 lag.add_metric([consumer.name, shard], seconds)
             for shard, seconds in consumer.checkpoint_ages().items():
                 age.add_metric([consumer.name, shard], seconds)
+        held = GaugeMetricFamily(
+            "socialgraph_stream_leases_held",
+            "Shards whose lease this process holds, by consumer (it reads those and no other).",
+            labels=["consumer"],
+        )
+        for consumer in list(self._consumers):
+            held.add_metric([consumer.name], consumer.leases_held())
         yield lag
         yield age
+        yield held
+
+
+class _ConsumerCounters:
+    """The process's counters, labelled by consumer (one registration per registry)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.records_read = Counter(
+            "socialgraph_stream_records_read",
+            "Stream records read, by consumer.",
+            ["consumer"],
+            registry=registry,
+        )
+        self.takeovers = Counter(
+            "socialgraph_stream_lease_takeovers",
+            "Shard leases taken over from an owner whose lease had expired (a dead or stuck instance).",
+            ["consumer"],
+            registry=registry,
+        )
+        self.lost = Counter(
+            "socialgraph_stream_leases_lost",
+            "Shard leases this process found taken by another instance or could not renew in time.",
+            ["consumer"],
+            registry=registry,
+        )
 
 
 class StreamMetrics:
@@ -154,17 +214,12 @@ class StreamMetrics:
     def __init__(self, registry: CollectorRegistry | None = None, *, stale_after: float = 30.0) -> None:
         registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self._stale_after = stale_after
-        self._records_read = Counter(
-            "socialgraph_stream_records_read",
-            "Stream records read, by consumer.",
-            ["consumer"],
-            registry=registry,
-        )
+        self._counters = _ConsumerCounters(registry)
         self.consumers: list[ConsumerMetrics] = []
         registry.register(_ShardGauges(self.consumers))
 
     def consumer(self, name: str) -> ConsumerMetrics:
-        consumer = ConsumerMetrics(name, self._records_read, stale_after=self._stale_after)
+        consumer = ConsumerMetrics(name, self._counters, stale_after=self._stale_after)
         self.consumers.append(consumer)
         return consumer
 

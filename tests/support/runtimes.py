@@ -58,6 +58,8 @@ def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -
         redis_url=redis_url,
         stream_poll_seconds=0.05,
         shard_refresh_seconds=0.5,
+        # A consumer that took a killed one's place waits for the dead one's leases to run out.
+        lease_seconds=2.0,
         shutdown_grace_seconds=2.0,
         page_token_secret="test-secret",
         # A loaded CI machine can stall a Redis reply past the production default (0.25 s), which

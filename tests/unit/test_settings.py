@@ -34,6 +34,7 @@ def test_every_field_can_be_set_from_its_env_var() -> None:
         "redis_url": ("rediss://cache.internal:6380/0", "rediss://cache.internal:6380/0"),
         "timeline_redis_url": ("redis://timelines:6379", "redis://timelines:6379"),
         "kafka_bootstrap_servers": ("b-1:9094, b-2:9094", "b-1:9094, b-2:9094"),
+        "lease_seconds": ("2.5", 2.5),  # at least 1
     }
     tls = {"SG_TLS_CERT_FILE": "c.pem", "SG_TLS_KEY_FILE": "k.pem"}  # fields that need their companions
     companions = {"tls_cert_file": tls, "tls_key_file": tls, "tls_client_ca_file": tls}
@@ -298,3 +299,12 @@ def test_serving_is_allowed_locally_and_when_secured(env: dict[str, str]) -> Non
 def test_levels_addresses_and_urls_are_checked_at_start(variable: str, value: str, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({variable: value})
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [("SG_LEASE_SECONDS", "0.5"), ("SG_LEASE_SECONDS", "-3"), ("SG_TOPIC_CHECK_SECONDS", "0")],
+)
+def test_lease_and_topic_check_periods_must_be_sensible(variable: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match="SG_LEASE_SECONDS must be at least 1 and SG_TOPIC_CHECK_SECONDS positive"):
+        Settings.from_env({variable: raw})

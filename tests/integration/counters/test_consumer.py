@@ -288,6 +288,7 @@ def consumer_env(settings: Settings) -> dict[str, str]:
         "SG_REDIS_TIMEOUT_SECONDS": str(settings.redis_timeout_seconds),
         "SG_STREAM_POLL_SECONDS": str(settings.stream_poll_seconds),
         "SG_SHARD_REFRESH_SECONDS": str(settings.shard_refresh_seconds),
+        "SG_LEASE_SECONDS": str(settings.lease_seconds),  # a restarted consumer waits for its old leases
         "SG_LOG_LEVEL": "warning",
     }
 

@@ -88,7 +88,7 @@ async def test_fanout_kafka_lag_per_partition_until_the_commit(event_settings: S
 
     runtime = await build_fanout(event_settings, after_writes=hold)
     port = runtime.metrics_port
-    assert (await get(port, "/readyz")).body == "fanout Kafka consumer: not running\n"
+    assert (await get(port, "/readyz")).body == "the topics have not been checked yet\n"
     producer = AIOKafkaProducer(**client_options(event_settings), acks="all")
     await producer.start()
     try:

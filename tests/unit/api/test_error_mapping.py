@@ -15,9 +15,12 @@ from graph_service.domain.errors import (
     InvalidPageSize,
     InvalidPageToken,
     InvalidUserId,
+    MalformedRequest,
     MissingScope,
+    OpaqueError,
     RateLimited,
     SelfFollow,
+    TimelineUnavailable,
     Unauthenticated,
     Unavailable,
 )
@@ -60,6 +63,8 @@ CASES: list[tuple[DomainError, grpc.StatusCode, str, dict[str, str]]] = [
         {"size": "101", "limit": "100"},
     ),
     (Unavailable("DynamoDB kept throttling"), grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE", {}),
+    (TimelineUnavailable("Redis did not answer"), grpc.StatusCode.UNAVAILABLE, "TIMELINE_UNAVAILABLE", {}),
+    (MalformedRequest("3 bytes: Wire format was corrupt"), grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST", {}),
     (FollowLimit(7, 7500), grpc.StatusCode.FAILED_PRECONDITION, "FOLLOW_LIMIT", {"follower_id": "7", "cap": "7500"}),
     (
         RateLimited(7, 400, 86400, 12.5),
@@ -102,6 +107,28 @@ def test_message_is_the_same_in_the_status_and_the_details(error: DomainError) -
     rich, _ = decode(status)
     assert status.details == rich.message == error.message
     assert status.details
+
+
+@pytest.mark.parametrize(
+    ("error", "sentence"),
+    [
+        (Unavailable('DynamoDB query: Could not connect to the endpoint URL: "http://10.0.0.7:8000/"'), "graph store"),
+        (TimelineUnavailable("Redis did not answer: Error 111 connecting to 10.0.0.7:6379"), "timeline store"),
+        (MalformedRequest("3 bytes: Error parsing message with type 'socialgraph.v1.FollowRequest'"), "request body"),
+    ],
+)
+def test_an_opaque_error_tells_callers_a_fixed_sentence_and_keeps_the_detail_as_its_text(
+    error: OpaqueError, sentence: str
+) -> None:
+    """Endpoints, hosts and a library's words never reach the caller; ``str(exc)``, which the
+    consumers and the CLI log and print, keeps them."""
+    status = to_grpc_status(error)
+    assert status.details == type(error).public_message
+    assert sentence in status.details
+    assert "10.0.0.7" not in status.details
+    assert "socialgraph.v1" not in status.details
+    assert str(error) == error.args[0]
+    assert str(error) not in status.details
 
 
 def test_rate_limited_carries_retry_info_with_the_wait() -> None:

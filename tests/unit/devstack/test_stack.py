@@ -77,3 +77,12 @@ def test_a_taken_port_of_the_stack_is_found_before_anything_starts(tmp_path: Pat
         assert _taken_ports(free, stack) is None
         clash = Settings(grpc_address=f"127.0.0.1:{ports[3]}", metrics_base_port=taken - 1)
         assert _taken_ports(clash, stack) == f"port taken: {taken} for the metrics of counters (SG_METRICS_BASE_PORT)"
+
+
+def test_the_banner_lists_every_process_with_its_pid() -> None:
+    """So a person (or a test) can find the process to look at, or to kill, without pgrep."""
+    pids = {"dynamodb-local": 101, "redis": 102, "kafka-broker": 103, "serve": 104, "fanout": 107}
+    banner = _banner("127.0.0.1:50051", 8000, Settings(), pids=pids)
+    for name, pid in pids.items():
+        assert f"\n  {name:<15} pid {pid}\n" in banner
+    assert "restarted" in banner

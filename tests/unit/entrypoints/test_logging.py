@@ -81,3 +81,28 @@ def test_the_level_filters_ours_and_the_libraries_stay_at_warning_or_above() -> 
     assert not {"chatty, kept below warning", "Using selector: EpollSelector", "connecting"} & set(events)
     _, at_error = run("ERROR")
     assert [e["level"] for e in at_error] == ["error", "error", "error", "error", "critical", "critical"]
+
+
+def test_a_library_that_logs_in_a_loop_is_held_to_one_line_per_interval() -> None:
+    """aiokafka waiting for a missing topic logs an error every 100 ms; the log gets one line per
+    interval for that message, the next carrying how many were held back. Our own lines all pass."""
+    import logging
+
+    from graph_service.entrypoints.logging import LibraryRepeats
+
+    limiter = LibraryRepeats(interval=10.0)
+
+    def record(name: str, msg: str, at: float, *args: object) -> logging.LogRecord:
+        made = logging.LogRecord(name, logging.ERROR, __file__, 1, msg, args, None)
+        made.created = at
+        return made
+
+    noisy = [record("aiokafka.cluster", "Topic %s not found in cluster metadata", 100 + i / 10, "t") for i in range(50)]
+    assert [limiter.filter(r) for r in noisy].count(True) == 1
+    other = record("aiokafka.cluster", "another message", 101)
+    assert limiter.filter(other)
+    later = record("aiokafka.cluster", "Topic %s not found in cluster metadata", 111, "t")
+    assert limiter.filter(later)
+    assert later.repeated == 49  # type: ignore[attr-defined]
+    ours = [record("relay.relay", "same", 100 + i / 10) for i in range(5)]
+    assert all(limiter.filter(r) for r in ours)

@@ -125,3 +125,22 @@ def test_a_restarted_shard_keeps_its_lag_and_checkpoint_age(monkeypatch: pytest.
     assert registry.get_sample_value("socialgraph_stream_checkpoint_age_seconds", labels) == 7
     consumer.read("shard-1", [])
     assert registry.get_sample_value("socialgraph_stream_lag_seconds", labels) == 0
+
+
+def test_leases_held_takeovers_and_lost_leases_are_counted_per_consumer() -> None:
+    """A lost lease also drops the shard's lag series here: the new owner reports them."""
+    registry = CollectorRegistry()
+    consumer = StreamMetrics(registry).consumer("counters")
+    by_consumer = {"consumer": "counters"}
+    assert registry.get_sample_value("socialgraph_stream_leases_held", by_consumer) == 0
+    consumer.lease_taken("shard-1", takeover=False)
+    consumer.lease_taken("shard-2", takeover=True)  # from an owner whose lease had expired
+    consumer.shard_started("shard-2")
+    assert registry.get_sample_value("socialgraph_stream_leases_held", by_consumer) == 2
+    assert registry.get_sample_value("socialgraph_stream_lease_takeovers_total", by_consumer) == 1
+    consumer.lease_given_up("shard-1", lost=False)  # released: a clean stop, a finished shard
+    consumer.lease_given_up("shard-2", lost=True)
+    assert registry.get_sample_value("socialgraph_stream_leases_held", by_consumer) == 0
+    assert registry.get_sample_value("socialgraph_stream_leases_lost_total", by_consumer) == 1
+    lag = {"consumer": "counters", "shard": "shard-2"}
+    assert registry.get_sample_value("socialgraph_stream_lag_seconds", lag) is None

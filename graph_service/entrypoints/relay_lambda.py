@@ -1,0 +1,96 @@
+"""The relay as an AWS Lambda handler for DynamoDB Streams triggers (``tweets`` and ``followers``).
+
+Configure the function with the same ``SG_*`` environment variables as ``socialgraph relay`` (the
+table prefix, the Kafka settings and topics) and the handler
+``graph_service.entrypoints.relay_lambda.handler``; give it the triggers of both tables (or one
+function per table: each record says which table it comes from). The producer (acks=all) and the
+event loop it lives on are built once per container and reused by every invocation; they are built
+again only if the configuration read from the environment changes. Its work is
+``relay/lambda_batches.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from graph_service.entrypoints.logging import configure_logging
+from graph_service.events.kafka import client_options
+from graph_service.settings import Settings, SettingsError
+from relay.lambda_batches import RelayBatches
+
+__all__ = ["RelayLambdaRuntime", "build_relay_lambda", "handler"]
+
+
+@dataclass
+class RelayLambdaRuntime:
+    settings: Settings
+    loop: asyncio.AbstractEventLoop
+    producer: AIOKafkaProducer
+    batches: RelayBatches
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, int]:
+        """One event, on the container's loop; returns once every event is acknowledged."""
+        return self.loop.run_until_complete(self.batches.produce(event))
+
+    def close(self) -> None:
+        """The producer stopped (what it still holds is sent first), then the loop closed."""
+        try:
+            self.loop.run_until_complete(self.producer.stop())
+        finally:
+            self.loop.close()
+
+
+def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
+    """The container's loop and a started producer; ``RuntimeError`` if Kafka cannot be reached
+    (the invocation fails and the next one builds again)."""
+    loop = asyncio.new_event_loop()
+
+    async def start() -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(**client_options(settings), acks="all", linger_ms=5)  # needs the running loop
+        try:
+            await producer.start()
+        except KafkaError as exc:
+            await producer.stop()
+            raise RuntimeError(f"Kafka at {settings.kafka_bootstrap_servers}: {exc}") from exc
+        return producer
+
+    try:
+        producer = loop.run_until_complete(start())
+    except BaseException:
+        loop.close()
+        raise
+    return RelayLambdaRuntime(settings, loop, producer, RelayBatches.for_settings(producer, settings))
+
+
+class _Container(threading.local):
+    runtime: RelayLambdaRuntime | None = None
+
+
+_container = _Container()
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point. Raising makes Lambda retry the batch: at least once, which the fanout's
+    idempotent merge makes safe."""
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:  # before any runtime: log it as JSON too, then fail the invocation
+        configure_logging("info")
+        structlog.get_logger(__name__).error("bad_configuration", error=str(exc))
+        raise
+    runtime = _container.runtime
+    if runtime is None or runtime.settings != settings:
+        if runtime is not None:
+            _container.runtime = None
+            runtime.close()
+        configure_logging(settings.log_level)  # JSON lines, as every other process
+        runtime = _container.runtime = build_relay_lambda(settings)
+    runtime.invoke(event)
+    return {"batchItemFailures": []}

@@ -1,0 +1,191 @@
+"""The relay's and the fanout's verdict on the event topics: checked, never guessed.
+
+``TopicWatch`` asks the brokers (a metadata request that never creates anything:
+``graph_service.events.no_auto_create``) whether both topics exist with SG_TOPIC_PARTITIONS
+partitions: at start, every SG_TOPIC_CHECK_SECONDS, and at once after a Kafka error a process reports
+(``suspect()``). Its verdict is the process's readiness (``problem()``: ``/readyz`` is 503 while a
+topic is missing or mis-sized, or the brokers do not answer), the ``socialgraph_topic_ready`` gauge,
+and a warning line per problem kind at most every ``interval`` seconds. ``wait_ok`` holds a process
+back, with backoff, until ``create-topics`` has healed the topics: nothing restarts.
+
+Each check uses a fresh admin client, so a broker that restarted (or moved) is found again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from graph_service.domain.retry import Backoff, pause
+from graph_service.events.kafka import client_options, topic_names
+from graph_service.settings import Settings
+from graph_service.telemetry.failures import FailureLog
+from graph_service.telemetry.topics import TopicMetrics
+
+__all__ = ["TopicWatch", "end_offsets", "topic_problems"]
+
+log = structlog.get_logger(__name__)
+UNKNOWN_TOPIC = 3
+"""Kafka's UNKNOWN_TOPIC_OR_PARTITION error code."""
+CHECK_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    kind: str
+    """``missing``, ``partitions`` or ``unreachable``: the label of the failure counter."""
+    text: str
+
+
+def topic_problems(described: list[dict[str, object]], names: list[str], partitions: int) -> dict[str, Problem]:
+    """What is wrong with each topic (absent: nothing), from an admin client's ``describe_topics``."""
+    found = {str(entry["topic"]): entry for entry in described}
+    problems: dict[str, Problem] = {}
+    for name in names:
+        entry = found.get(name)
+        if entry is None or entry.get("error_code") == UNKNOWN_TOPIC:
+            problems[name] = Problem("missing", f"topic {name} does not exist; run socialgraph create-topics")
+            continue
+        if entry.get("error_code"):
+            problems[name] = Problem("unreachable", f"topic {name}: metadata error {entry['error_code']}")
+            continue
+        count = len(entry.get("partitions") or [])  # type: ignore[arg-type]
+        if count != partitions:
+            problems[name] = Problem(
+                "partitions",
+                f"topic {name} has {count} partitions, SG_TOPIC_PARTITIONS says {partitions};"
+                " recreate it with socialgraph create-topics (or change the setting)",
+            )
+    return problems
+
+
+async def _describe(settings: Settings, names: list[str]) -> list[dict[str, object]]:
+    admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=int(CHECK_TIMEOUT * 1000))
+    try:
+        await admin.start()
+        described: list[dict[str, object]] = await admin.describe_topics(names)
+        return described
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+
+async def end_offsets(settings: Settings, topic: str, partitions: int) -> dict[int, int]:
+    """The high-water mark of every partition of ``topic`` (checked to exist), from a group-less consumer."""
+    consumer = AIOKafkaConsumer(**client_options(settings), request_timeout_ms=int(CHECK_TIMEOUT * 1000))
+    try:
+        await consumer.start()
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        found = await consumer.end_offsets(wanted)
+        return {tp.partition: int(offset) for tp, offset in found.items()}
+    finally:
+        with contextlib.suppress(Exception):
+            await consumer.stop()
+
+
+class TopicWatch:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: TopicMetrics | None = None,
+        *,
+        describe: Callable[[Settings, list[str]], Awaitable[list[dict[str, object]]]] = _describe,
+        interval: float = 10.0,
+    ) -> None:
+        """``describe`` is the broker question (swapped by unit tests); ``interval`` paces the log lines."""
+        self._settings = settings
+        self._names = topic_names(settings)
+        self._metrics = metrics if metrics is not None else TopicMetrics()
+        self._describe = describe
+        self._failures = FailureLog(log, interval=interval)
+        self._problems: dict[str, Problem] | None = None
+        """None: not checked yet."""
+        self._suspected = asyncio.Event()
+        self._ok = asyncio.Event()
+        self.checks = 0
+
+    def problem(self) -> str | None:
+        """Why the process is not ready as far as the topics go (None: both fine)."""
+        if self._problems is None:
+            return "the topics have not been checked yet"
+        if not self._problems:
+            return None
+        return "; ".join(p.text for p in self._problems.values())
+
+    @property
+    def ok(self) -> bool:
+        return self._problems == {}
+
+    @property
+    def unreachable(self) -> bool:
+        """The last check got no answer from the brokers."""
+        return bool(self._problems) and all(p.kind == "unreachable" for p in (self._problems or {}).values())
+
+    async def until_ok(self) -> None:
+        """Return once a check found both topics fine (at once if the last one did)."""
+        await self._ok.wait()
+
+    def suspect(self) -> None:
+        """A Kafka error was seen: check again now rather than at the next period."""
+        self._suspected.set()
+
+    async def check(self) -> bool:
+        """Ask the brokers once; True when both topics are as configured."""
+        self._suspected.clear()
+        self.checks += 1
+        try:
+            described = await asyncio.wait_for(self._describe(self._settings, self._names), CHECK_TIMEOUT * 1.5)
+            problems = topic_problems(described, self._names, self._settings.topic_partitions)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            text = f"Kafka at {self._settings.kafka_bootstrap_servers} did not answer: {exc!r}"
+            problems = {name: Problem("unreachable", text) for name in self._names}
+        was_ok = self.ok
+        self._problems = problems
+        if problems:
+            self._ok.clear()
+        else:
+            self._ok.set()
+        for name in self._names:
+            self._metrics.ready.labels(name).set(0 if name in problems else 1)
+        for problem in {p.text: p for p in problems.values()}.values():
+            self._metrics.check_failures.labels(problem.kind).inc()
+            self._failures.failure("topic_problem", problem.kind, problem=problem.text)
+        if not problems:
+            for kind in ("missing", "partitions", "unreachable"):
+                self._failures.recovered("topic_problem_healed", kind)
+            if not was_ok:
+                log.info("topics_ready", topics=self._names, partitions=self._settings.topic_partitions)
+        return not problems
+
+    async def wait_ok(self, stop: asyncio.Event) -> bool:
+        """Check until both topics are fine (True) or ``stop`` is set (False), with backoff."""
+        backoff = Backoff(base=0.5, cap=min(30.0, max(1.0, self._settings.topic_check_seconds * 2)))
+        while not stop.is_set():
+            if await self.check():
+                return True
+            if await pause(backoff.next_delay(), stop):
+                break
+        return False
+
+    async def run(self, stop: asyncio.Event, after_check: Callable[[bool], Awaitable[None]] | None = None) -> None:
+        """Check every SG_TOPIC_CHECK_SECONDS, or at once when suspected, until ``stop``; then call
+        ``after_check`` with the verdict (the relay compares the logs with what it produced)."""
+        while not stop.is_set():
+            ok = await self.check()
+            if after_check is not None:
+                await after_check(ok)
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._suspected.wait())]
+            try:
+                await asyncio.wait(waiters, timeout=self._settings.topic_check_seconds, return_when="FIRST_COMPLETED")
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            if self._suspected.is_set() and not stop.is_set():
+                await pause(0.2, stop)  # a burst of errors makes one check, not one each

@@ -1,0 +1,44 @@
+"""Backoff with jitter and the stop-aware pause."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from graph_service.domain.retry import Backoff, pause
+
+
+def test_delays_grow_with_jitter_up_to_the_cap_and_reset() -> None:
+    backoff = Backoff(base=0.1, cap=1.0)
+    delays = [backoff.next_delay() for _ in range(8)]
+    for n, delay in enumerate(delays):
+        ceiling = min(1.0, 0.1 * 2**n)
+        assert ceiling / 2 <= delay <= ceiling
+    assert backoff.failures == 8
+    assert len({round(d, 9) for d in [Backoff(0.1, 1.0).next_delay() for _ in range(20)]}) > 1  # jittered
+    backoff.reset()
+    assert backoff.failures == 0
+    assert backoff.next_delay() <= 0.1
+
+
+def test_bad_bounds_are_refused() -> None:
+    with pytest.raises(ValueError, match="base <= cap"):
+        Backoff(base=0, cap=1)
+    with pytest.raises(ValueError, match="base <= cap"):
+        Backoff(base=2, cap=1)
+
+
+async def test_pause_returns_early_when_stopped() -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.05, stop.set)
+    started = time.monotonic()
+    assert await pause(30, stop) is True
+    assert time.monotonic() - started < 5
+    assert await pause(30, stop) is True  # already stopped: no wait at all
+
+
+async def test_pause_sleeps_the_delay_without_a_stop() -> None:
+    assert await pause(0.01, asyncio.Event()) is False
+    assert await pause(0.01) is False
