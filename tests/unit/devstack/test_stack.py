@@ -66,12 +66,13 @@ def test_a_taken_port_of_the_stack_is_found_before_anything_starts(tmp_path: Pat
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        ports = [free_port() for _ in range(4)]
+        ports = [free_port() for _ in range(5)]
         stack = StackSettings(
             local_dir=tmp_path,
             dynamodb_local_port=ports[0],
             redis_port=ports[1],
             kafka_port=ports[2],
+            broker_store_port=ports[4],
         )
         free = Settings(grpc_address=f"127.0.0.1:{ports[3]}", metrics_base_port=65_000)
         assert _taken_ports(free, stack) is None

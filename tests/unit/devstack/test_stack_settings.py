@@ -13,17 +13,20 @@ from graph_service.settings import SettingsError
 def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     settings = StackSettings.from_env({})
-    assert settings == StackSettings(tmp_path.resolve() / ".local", 8000, 6379, 9092)
-    assert [VARIABLES[n][0] for n in ("SG_DYNAMODB_LOCAL_PORT", "SG_REDIS_PORT", "SG_KAFKA_PORT")] == [
-        "8000",
-        "6379",
-        "9092",
-    ]
+    assert settings == StackSettings(tmp_path.resolve() / ".local", 8000, 6379, 9092, 4568)
+    names = ("SG_DYNAMODB_LOCAL_PORT", "SG_REDIS_PORT", "SG_KAFKA_PORT", "SG_BROKER_STORE_PORT")
+    assert [VARIABLES[n][0] for n in names] == ["8000", "6379", "9092", "4568"]
 
 
 def test_every_variable_is_read(tmp_path: Path) -> None:
-    env = {"SG_LOCAL_DIR": str(tmp_path), "SG_DYNAMODB_LOCAL_PORT": "1", "SG_REDIS_PORT": "2", "SG_KAFKA_PORT": "3"}
-    assert StackSettings.from_env(env) == StackSettings(tmp_path.resolve(), 1, 2, 3)
+    env = {
+        "SG_LOCAL_DIR": str(tmp_path),
+        "SG_DYNAMODB_LOCAL_PORT": "1",
+        "SG_REDIS_PORT": "2",
+        "SG_KAFKA_PORT": "3",
+        "SG_BROKER_STORE_PORT": "4",
+    }
+    assert StackSettings.from_env(env) == StackSettings(tmp_path.resolve(), 1, 2, 3, 4)
 
 
 @pytest.mark.parametrize(
@@ -33,6 +36,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         ({"SG_KAFKA_PORT": "0"}, "SG_KAFKA_PORT must be a port number"),
         ({"SG_DYNAMODB_LOCAL_PORT": "70000"}, "SG_DYNAMODB_LOCAL_PORT must be a port number"),
         ({"SG_REDIS_PORT": "9092"}, "the local stack's ports must differ"),
+        ({"SG_BROKER_STORE_PORT": "8000"}, "the local stack's ports must differ"),
     ],
 )
 def test_a_bad_value_names_its_variable(env: dict[str, str], message: str) -> None:
