@@ -48,9 +48,9 @@ Offsets = dict[TopicPartition, int]
 
 
 async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
-    """Leave the group, but never for longer than a few seconds (a broker that is gone)."""
+    """Leave the group, but never for longer than 2 s (a broker that is gone)."""
     with contextlib.suppress(Exception, TimeoutError):
-        await asyncio.wait_for(consumer.stop(), timeout=5)
+        await asyncio.wait_for(consumer.stop(), timeout=2)
 
 
 class _Stopped(Exception):

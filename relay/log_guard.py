@@ -1,8 +1,8 @@
 """Notices that a topic's log went backwards, and has the relay produce the streams again.
 
 A broker can lose records it acknowledged: an unclean leader election, a topic deleted and created
-again, or the local broker (which keeps nothing) restarted. The relay had moved its stream checkpoints
-past them, so nobody would ever send them again. Two signs show it:
+again, or a broker without persistent storage restarted (the test suite's in-memory one). The
+relay had moved its stream checkpoints past them, so nobody would ever send them again. Two signs show it:
 
 - an acknowledgement whose offset is not above one this process saw before on the same partition
   (``note_acks``: offsets of a partition only grow);

@@ -117,6 +117,7 @@ class Relay:
         """Produce every event and wait until each is acknowledged (acks=all), trying again until
         Kafka takes them all; returns the first offset acknowledged per partition (see ``handle``)."""
         backoff = Backoff(base=0.2, cap=10.0)
+        failed: set[str] = set()
         while True:
             if self._topics is not None:
                 await self._topics.until_ok()  # a missing topic is waited for, never created
@@ -132,11 +133,12 @@ class Relay:
             except KafkaError as exc:
                 if self._topics is not None:
                     self._topics.suspect()
+                failed.add(type(exc).__name__)
                 self._failures.failure("relay_produce_failed", type(exc).__name__, topic=self._topic, error=str(exc))
                 await asyncio.sleep(backoff.next_delay())
                 continue
-            if backoff.failures:
-                self._failures.recovered("relay_produce_recovered", "", topic=self._topic, shard_id=shard_id)
+            for kind in failed:
+                self._failures.recovered("relay_produce_recovered", kind, topic=self._topic, shard_id=shard_id)
             first: dict[int, int] = {}
             for ack in acks:
                 first[ack.partition] = min(ack.offset, first.get(ack.partition, ack.offset))

@@ -1,9 +1,10 @@
 """Backoff with jitter for every retry loop of the project, and a wait that a stop cuts short.
 
 A loop that retries (a consumer waiting for Redis, DynamoDB or the broker) takes its delays from one
-``Backoff``: exponential, capped, with full jitter so that several processes that failed together
-do not retry together; ``reset()`` after a success. ``pause(delay, stop)`` sleeps unless ``stop``
-is set first, so a stop request never waits for a backoff to run out.
+``Backoff``: exponential, capped, with jitter (each wait drawn between half and all of the delay) so
+that several processes that failed together do not retry together; ``reset()`` after a success.
+``pause(delay, stop)`` sleeps unless ``stop`` is set first, so a stop request never waits for a
+backoff to run out.
 """
 
 from __future__ import annotations

@@ -158,8 +158,10 @@ KAFKA = (
     "kafka_client_id",
 )
 TOPICS = ("tweets_topic", "graph_events_topic")
+TOPIC_CHECKS = (*TOPICS, "topic_partitions", "topic_check_seconds")
+"""What the relay and the fanout check the topics against."""
 TIMELINES = ("timeline_redis_url", "timeline_redis_cluster", "timeline_cap", "recent_tweets_cap")
-STREAMS = ("stream_poll_seconds", "shard_refresh_seconds")
+STREAMS = ("stream_poll_seconds", "shard_refresh_seconds", "lease_seconds")
 METRICS = ("metrics_address",)
 TOPIC_CREATION = ("topic_partitions", "topic_replication_factor")
 PROCESS = (*LOGS, *METRICS, "shutdown_grace_seconds")
@@ -245,7 +247,7 @@ COMMANDS: dict[str, Command] = {
         "relay committed tweets and follows from DynamoDB Streams to Kafka",
         "Read the tweets and followers tables' streams and produce TweetCreated and FollowEvent records to"
         " Kafka, in commit order per key, each change at least once.",
-        (*PROCESS, *DYNAMODB, *STREAMS, "relay_consumer_name", *KAFKA, *TOPICS),
+        (*PROCESS, *DYNAMODB, *STREAMS, "relay_consumer_name", *KAFKA, *TOPIC_CHECKS),
         _relay,
     ),
     "fanout": Command(
@@ -253,7 +255,16 @@ COMMANDS: dict[str, Command] = {
         "Consume TweetCreated records (one consumer group, partitions shared among the workers) and push"
         " each tweet onto its author's followers' home timelines in Redis; authors with many followers"
         " are left to be pulled at read time.",
-        (*PROCESS, *DYNAMODB, *KAFKA, *TOPICS, "fanout_group", "fanout_batch_size", "celebrity_threshold", *TIMELINES),
+        (
+            *PROCESS,
+            *DYNAMODB,
+            *KAFKA,
+            *TOPIC_CHECKS,
+            "fanout_group",
+            "fanout_batch_size",
+            "celebrity_threshold",
+            *TIMELINES,
+        ),
         _fanout,
     ),
     "post": Command(

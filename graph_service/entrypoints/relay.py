@@ -109,7 +109,7 @@ class RelayRuntime:
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception, TimeoutError):  # a broker that is gone must not hold the stop
-            await asyncio.wait_for(self.producer.stop(), timeout=5)
+            await asyncio.wait_for(self.producer.stop(), timeout=2)
         self.dynamo.close()
         self.streams.close()
         await self.metrics.aclose()
