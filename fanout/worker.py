@@ -47,10 +47,44 @@ COMMIT_SECONDS = 5.0
 Offsets = dict[TopicPartition, int]
 
 
+def _foreign_cancellation() -> bool:
+    """A ``CancelledError`` that reached us while nobody cancelled this task: aiokafka lets one out
+    of a client whose internal task it cancelled (its fetcher, after the broker went away). It is
+    a failure of the client, not a request to stop."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
+
+
+async def _poll(
+    consumer: AIOKafkaConsumer, stop: asyncio.Event
+) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    """One ``getmany`` (200 ms), cut short by a stop: after the broker lost a topic it can take
+    seconds to come back (seen: 5 s), which a stop must not wait for. Stopped: no records."""
+    fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([fetch, stopped], return_when="FIRST_COMPLETED")
+    finally:
+        stopped.cancel()
+    if not fetch.done():
+        fetch.cancel()
+        with contextlib.suppress(asyncio.CancelledError, KafkaError):
+            await fetch
+        return {}
+    batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = fetch.result()
+    return batch
+
+
 async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
-    """Leave the group, but never for longer than 2 s (a broker that is gone)."""
-    with contextlib.suppress(Exception, TimeoutError):
+    """Leave the group, but never for longer than 2 s (a broker that is gone), whatever the client raises."""
+    try:
         await asyncio.wait_for(consumer.stop(), timeout=2)
+    except asyncio.CancelledError:
+        if not _foreign_cancellation():
+            raise
+        log.warning("fanout_consumer_stop_failed", error="cancelled inside the Kafka client")
+    except (Exception, TimeoutError) as exc:
+        log.warning("fanout_consumer_stop_failed", error=repr(exc))
 
 
 class _Stopped(Exception):
@@ -159,6 +193,7 @@ class FanoutWorker:
                     await pause(self._restart_backoff.next_delay(), stop)
                     continue
                 first = False
+                self._restart_backoff.reset()
                 self._live = consumer
                 log.info("fanout_started", group=self._settings.fanout_group)
                 try:
@@ -168,7 +203,7 @@ class FanoutWorker:
                     self._live = None
                     self._committed.clear()
                     await _stop_consumer(consumer)
-                log.warning("fanout_leaving_group_until_topics_heal", problem=self.topics_problem())
+                log.warning("fanout_rejoining_group", problem=self.topics_problem())
         except Exception:
             log.exception("fanout_failed")  # nothing past the failing record was committed
             raise
@@ -200,15 +235,20 @@ class FanoutWorker:
         """Poll, apply, commit; True when stopped, False when the topics went wrong (leave the group)."""
         backoff = Backoff(base=0.2, cap=5.0)
         while not stop.is_set():
-            if self._topics is not None and not self._topics.ok:
-                return False
+            if self._topics is not None and self._topics.wrong:
+                return False  # a broker that does not answer is waited for in the group; a lost topic is not
             try:
-                batch = await consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS)
+                batch = await _poll(consumer, stop)
             except KafkaError as exc:
                 self._kafka_failed("fanout_fetch_failed", exc)
                 await pause(backoff.next_delay(), stop)
                 continue
-            await self._beat_if_answered(consumer, bool(batch))
+            except asyncio.CancelledError as exc:
+                if not _foreign_cancellation():
+                    raise
+                self._kafka_failed("fanout_fetch_failed", exc)
+                return False  # the client is broken: leave the group and join again with a new one
+            await self._beat_if_answered(consumer, bool(batch), stop)
             self.assigned = set(consumer.assignment())
             await self._note_positions(consumer, batch)
             if not batch:
@@ -226,10 +266,12 @@ class FanoutWorker:
                 # The group moved these partitions elsewhere; their new owner applies the records
                 # again from the last commit, which changes nothing already written.
                 log.warning("fanout_commit_refused", error=str(exc))
-            except (KafkaError, TimeoutError) as exc:
+            except (KafkaError, TimeoutError, asyncio.CancelledError) as exc:
                 # Not committed: the records come again (to this worker or the partition's next owner)
                 # and change nothing already written. aiokafka retries a commit forever; it is cut
                 # short here so a stop or a topic check is never held up by it.
+                if isinstance(exc, asyncio.CancelledError) and not _foreign_cancellation():
+                    raise
                 self._kafka_failed("fanout_commit_failed", exc)
                 await pause(backoff.next_delay(), stop)
         return True
@@ -239,7 +281,7 @@ class FanoutWorker:
             self._topics.suspect()
         self._failures.failure(event, type(exc).__name__, error=str(exc) or repr(exc))
 
-    async def _beat_if_answered(self, consumer: AIOKafkaConsumer, fetched: bool) -> None:
+    async def _beat_if_answered(self, consumer: AIOKafkaConsumer, fetched: bool, stop: asyncio.Event) -> None:
         """Beat if records came back, or if the broker answers a metadata request (asked at most
         once per third of the stale window, and only when no beat came for that long; given that
         long to answer)."""
@@ -252,10 +294,18 @@ class FanoutWorker:
         if not heartbeat.older_than(probe_seconds) or now - self._probed_at < probe_seconds:
             return  # answered recently, or asked recently (a broker that is down is not asked in a loop)
         self._probed_at = now
-        try:
-            await asyncio.wait_for(consumer.topics(), timeout=probe_seconds)
-        except (KafkaError, TimeoutError) as exc:
-            log.debug("fanout_broker_probe_failed", error=repr(exc))
+        probe = asyncio.ensure_future(consumer.topics())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:  # a stop does not wait for the probe
+            await asyncio.wait([probe, stopped], timeout=probe_seconds, return_when="FIRST_COMPLETED")
+        finally:
+            stopped.cancel()
+        answered = probe.done() and not probe.cancelled() and probe.exception() is None
+        if not probe.done():
+            probe.cancel()  # not answered within the third (or stopped): no beat
+        if not answered:
+            failed = probe.done() and not probe.cancelled()
+            log.debug("fanout_broker_probe_failed", error=repr(probe.exception()) if failed else "no answer")
             return
         heartbeat.beat()
 

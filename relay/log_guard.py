@@ -65,22 +65,27 @@ class LogGuard:
         self._acked: dict[int, int] = {}
         """Last offset acknowledged on each partition, as seen by this process since the last rewind."""
         self._backwards: dict[int, tuple[int, int]] = {}
-        self._shards: dict[str, dict[int, int]] = {}
-        """Per shard: what it produced (``Checkpoint.produced``), as last written by this process."""
+        self._shards: dict[str, tuple[str, dict[int, int]]] = {}
+        """Per shard: the sequence this process last moved its checkpoint to, and what it had
+        produced then (``Checkpoint.produced``)."""
         self._lock = asyncio.Lock()
         self.rewinds = 0
 
     def attach(self, reader: Restartable) -> None:
         self._readers.append(reader)
 
-    async def produced_of(self, shard_id: str) -> dict[int, int]:
-        """What the shard produced so far (read from its checkpoint once, then kept here)."""
-        if shard_id not in self._shards:
-            self._shards[shard_id] = dict((await self._checkpoints.load(shard_id)).produced)
-        return dict(self._shards[shard_id])
+    async def produced_of(self, shard_id: str, committed: str | None) -> dict[int, int]:
+        """What the shard produced up to ``committed`` (its checkpoint, as the batch about to be
+        handled starts from it): kept here from this process's last move of it, else read from the
+        checkpoint (another instance moved it meanwhile, or this process never did)."""
+        kept = self._shards.get(shard_id)
+        if kept is not None and kept[0] == committed:
+            return dict(kept[1])
+        return dict((await self._checkpoints.load(shard_id)).produced)
 
-    def remember(self, shard_id: str, produced: Mapping[int, int]) -> None:
-        self._shards[shard_id] = dict(produced)
+    def remember(self, shard_id: str, sequence: str, produced: Mapping[int, int]) -> None:
+        """This process moved the shard's checkpoint to ``sequence`` with ``produced``."""
+        self._shards[shard_id] = (sequence, dict(produced))
 
     def forget(self, shard_id: str) -> None:
         """The shard's checkpoint moved under this process: read it again next time."""
@@ -116,19 +121,22 @@ class LogGuard:
         partitions: Mapping[int, tuple[int, int]],
         checkpoints: Mapping[str, Checkpoint] | None = None,
     ) -> None:
-        """Send every checkpoint of the stream back to its start and restart the shards."""
+        """Send every checkpoint of the stream back to its start and restart the shards. Every one,
+        unconditionally: a shard committing a batch meanwhile has its move refused and starts again
+        from the start too (``ShardReset``), so none escapes with the old log's offsets."""
         async with self._lock:
             found = checkpoints if checkpoints is not None else await self._checkpoints.load_all()
             rewound = 0
-            for shard_id, checkpoint in found.items():
-                rewound += await self._checkpoints.rewind(shard_id, checkpoint)
+            for shard_id in found:
+                rewound += await self._checkpoints.rewind(shard_id)
             self._acked.clear()
             self._backwards.clear()
             self._shards.clear()
             for reader in self._readers:
                 reader.restart_shards()
-            self.rewinds += 1
-            self._metrics.rewinds.labels(self.topic).inc()
+            if rewound:  # another relay may have rewound them all already
+                self.rewinds += 1
+                self._metrics.rewinds.labels(self.topic).inc()
             log.error(
                 "relay_log_went_backwards",
                 topic=self.topic,

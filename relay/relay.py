@@ -151,7 +151,7 @@ class Relay:
         # partition's end as just after the start of its last batch. A log that ends at or before it
         # lost records (``LogGuard.compare``).
         acked = await self._produce(shard_id, outgoing) if outgoing else {}
-        produced = await self._guard.produced_of(shard_id)
+        produced = await self._guard.produced_of(shard_id, committed)
         for partition, offset in acked.items():
             produced[partition] = max(offset, produced.get(partition, -1))
         last = str(records[-1]["dynamodb"]["SequenceNumber"])
@@ -162,7 +162,7 @@ class Relay:
             self._guard.forget(shard_id)
             log.info("relay_checkpoint_moved_elsewhere", shard_id=shard_id)
             raise ShardReset(shard_id) from exc
-        self._guard.remember(shard_id, produced)
+        self._guard.remember(shard_id, last, produced)
         self.produced += len(outgoing)
         self._produced.inc(len(outgoing))
         backwards = self._guard.take_backwards()

@@ -90,7 +90,14 @@ class RelayRuntime:
             readers.append(reader)
         await self._compare_logs(True)  # records lost while no relay ran are produced again first
         log.info("relay_started", topics=[guard.topic for guard in self.guards])
-        await asyncio.gather(self.topics.run(stop, self._compare_logs), *(reader.run(stop) for reader in readers))
+        # The watch is cancelled once the readers have stopped: a check against a broker that does
+        # not answer takes up to 15 s, which a stop must not wait for.
+        watch = asyncio.create_task(self.topics.run(stop, self._compare_logs), name="topic-watch")
+        try:
+            await asyncio.gather(*(reader.run(stop) for reader in readers))
+        finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
 
     async def _compare_logs(self, topics_ok: bool) -> None:
         """After a topic check that found both topics fine: rewind a stream whose topic's log ends at

@@ -124,9 +124,20 @@ class TopicWatch:
         return self._problems == {}
 
     @property
+    def wrong(self) -> bool:
+        """A topic is missing or mis-sized (not merely a broker that did not answer the last check):
+        what a consumer must leave its group for."""
+        return any(p.kind != "unreachable" for p in (self._problems or {}).values())
+
+    @property
     def unreachable(self) -> bool:
         """The last check got no answer from the brokers."""
         return bool(self._problems) and all(p.kind == "unreachable" for p in (self._problems or {}).values())
+
+    def release(self) -> None:
+        """Let the waiters of ``until_ok`` go, if the last check found both topics fine."""
+        if self.ok:
+            self._ok.set()
 
     async def until_ok(self) -> None:
         """Return once a check found both topics fine (at once if the last one did)."""
@@ -136,8 +147,10 @@ class TopicWatch:
         """A Kafka error was seen: check again now rather than at the next period."""
         self._suspected.set()
 
-    async def check(self) -> bool:
-        """Ask the brokers once; True when both topics are as configured."""
+    async def check(self, *, release: bool = True) -> bool:
+        """Ask the brokers once; True when both topics are as configured. ``release=False`` leaves
+        the waiters of ``until_ok`` waiting after a check that found the topics healed, until
+        ``release()`` (the relay compares the logs with what it produced before producing more)."""
         self._suspected.clear()
         self.checks += 1
         try:
@@ -150,7 +163,7 @@ class TopicWatch:
         self._problems = problems
         if problems:
             self._ok.clear()
-        else:
+        elif release:
             self._ok.set()
         for name in self._names:
             self._metrics.ready.labels(name).set(0 if name in problems else 1)
@@ -175,17 +188,23 @@ class TopicWatch:
         return False
 
     async def run(self, stop: asyncio.Event, after_check: Callable[[bool], Awaitable[None]] | None = None) -> None:
-        """Check every SG_TOPIC_CHECK_SECONDS, or at once when suspected, until ``stop``; then call
-        ``after_check`` with the verdict (the relay compares the logs with what it produced)."""
+        """Check every SG_TOPIC_CHECK_SECONDS, or sooner when suspected (backing off while the
+        suspicions keep coming), until ``stop``; after each check call ``after_check`` with the
+        verdict (the relay compares the logs with what it produced), and only then let the waiters
+        of ``until_ok`` go."""
+        suspicions = Backoff(base=0.2, cap=max(0.2, self._settings.topic_check_seconds))
         while not stop.is_set():
-            ok = await self.check()
+            ok = await self.check(release=False)
             if after_check is not None:
                 await after_check(ok)
+            self.release()
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._suspected.wait())]
             try:
                 await asyncio.wait(waiters, timeout=self._settings.topic_check_seconds, return_when="FIRST_COMPLETED")
             finally:
                 for waiter in waiters:
                     waiter.cancel()
-            if self._suspected.is_set() and not stop.is_set():
-                await pause(0.2, stop)  # a burst of errors makes one check, not one each
+            if self._suspected.is_set():
+                await pause(suspicions.next_delay(), stop)  # a burst of errors makes one check, not one each
+            else:
+                suspicions.reset()

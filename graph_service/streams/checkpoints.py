@@ -158,20 +158,18 @@ class CheckpointStore:
                 raise
             raise FenceRejected([0]) from exc
 
-    async def rewind(self, shard_id: str, seen: Checkpoint) -> bool:
+    async def rewind(self, shard_id: str) -> bool:
         """Send the shard back to the start of what its stream retains (and not done, so it is read
-        again), forgetting its produced offsets; only if it is still at ``seen``'s position, so two
-        processes that notice the same lost log rewind it once. True if this call rewound it."""
-        if seen.sequence is None:
-            return False  # at the start already
+        again), forgetting its produced offsets. Unconditional on purpose: a shard that commits a
+        batch meanwhile must not escape (its move, conditional on the position it started from, is
+        then refused, and its reader starts it again from here). True if it was not at the start."""
         try:
             await self._dynamo.call(
                 "update_item",
                 TableName=self._table,
                 Key=self._key(shard_id),
                 UpdateExpression="REMOVE seq, produced, note, done",
-                ConditionExpression="seq = :seq",
-                ExpressionAttributeValues={":seq": {"S": seen.sequence}},
+                ConditionExpression="attribute_exists(seq) OR attribute_exists(produced) OR attribute_exists(done)",
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
@@ -202,11 +200,23 @@ class CheckpointStore:
     async def settle_debt(self, key: str) -> None:
         await self._dynamo.call("delete_item", TableName=self._table, Key=self._key(key))
 
-    async def mark_done(self, shard_id: str) -> None:
-        await self._dynamo.call(
-            "update_item",
-            TableName=self._table,
-            Key=self._key(shard_id),
-            UpdateExpression="SET done = :t REMOVE note",  # nothing of a finished shard is redone
-            ExpressionAttributeValues={":t": {"BOOL": True}},
-        )
+    async def mark_done(self, shard_id: str, sequence: str | None) -> None:
+        """The shard is read to its end, its checkpoint at ``sequence``; ``FenceRejected`` if the
+        checkpoint is no longer there (a rewind meanwhile: the shard must be read again, not done)."""
+        condition = "attribute_not_exists(seq)" if sequence is None else "seq = :seq"
+        values: Item = {":t": {"BOOL": True}}
+        if sequence is not None:
+            values[":seq"] = {"S": sequence}
+        try:
+            await self._dynamo.call(
+                "update_item",
+                TableName=self._table,
+                Key=self._key(shard_id),
+                UpdateExpression="SET done = :t REMOVE note",  # nothing of a finished shard is redone
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            raise FenceRejected([0]) from exc

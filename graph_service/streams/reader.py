@@ -23,6 +23,7 @@ import structlog
 from botocore.exceptions import ClientError
 
 from graph_service.domain.errors import Unavailable
+from graph_service.domain.fences import FenceRejected
 from graph_service.domain.retry import Backoff, pause
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.settings import Settings
@@ -326,7 +327,10 @@ class StreamReader:
                 self._backoffs.pop(shard_id, None)  # progress: the next failure waits the least again
             elif iterator is not None:
                 await asyncio.sleep(self._poll)
-        await self._checkpoints.mark_done(shard_id)
+        try:
+            await self._checkpoints.mark_done(shard_id, sequence)
+        except FenceRejected as exc:  # rewound while it read its last records: read it again
+            raise ShardReset(f"checkpoint of {shard_id} moved before it was marked done") from exc
         self.metrics.shard_finished(shard_id)
         log.info("shard_finished", shard_id=shard_id)
         await self._held.give_up(shard_id)

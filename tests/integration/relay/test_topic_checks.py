@@ -78,10 +78,13 @@ async def test_no_producer_or_consumer_creates_a_topic_by_using_it(kafka_broker:
             await asyncio.wait_for(producer.send_and_wait(settings.tweets_topic, b"x"), 20)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(settings.graph_events_topic, **client_options(settings), group_id=None)
+    consumer = AIOKafkaConsumer(
+        settings.graph_events_topic, **client_options(settings), group_id=None, request_timeout_ms=3000
+    )
     try:
-        with contextlib.suppress(KafkaError):  # aiokafka refuses to start on a topic it cannot find
-            await consumer.start()
+        # aiokafka refuses to start on a topic it cannot find, after asking for it for a while
+        with contextlib.suppress(KafkaError, TimeoutError):
+            await asyncio.wait_for(consumer.start(), 5)
             await consumer.getmany(timeout_ms=300)
     finally:
         await consumer.stop()

@@ -20,11 +20,10 @@ class Checkpoints:
     async def load_all(self) -> dict[str, Checkpoint]:
         return dict(self.stored)
 
-    async def rewind(self, shard_id: str, seen: Checkpoint) -> bool:
-        if seen.sequence is None or self.stored[shard_id].sequence != seen.sequence:
-            return False
+    async def rewind(self, shard_id: str) -> bool:
+        was = self.stored[shard_id]
         self.stored[shard_id] = Checkpoint()
-        return True
+        return was != Checkpoint()
 
 
 class Reader:
@@ -87,14 +86,23 @@ async def test_compare_rewinds_every_shard_and_restarts_the_reader_only_when_beh
     assert reader.restarts == 1
     assert guard.rewinds == 1
     assert checkpoints.stored == {"a": Checkpoint(), "b": Checkpoint(), "c": Checkpoint()}
-    assert await guard.produced_of("a") == {}  # nothing remembered from before the rewind
+    assert await guard.produced_of("a", None) == {}  # nothing remembered from before the rewind
 
 
-async def test_produced_offsets_are_read_once_per_shard_and_forgotten_on_demand() -> None:
+async def test_a_rewind_that_found_every_shard_at_its_start_is_not_counted() -> None:
+    guard, _, reader = guard_over({"a": Checkpoint()})
+    await guard.rewind("an acknowledgement at or below an earlier offset", {0: (5, 0)})
+    assert guard.rewinds == 0  # another relay rewound them all already
+    assert reader.restarts == 1  # this process's shards start again all the same
+
+
+async def test_produced_offsets_are_kept_from_this_process_s_last_move_of_the_shard() -> None:
     guard, checkpoints, _ = guard_over({"a": Checkpoint("1", produced={2: 5})})
-    assert await guard.produced_of("a") == {2: 5}
-    guard.remember("a", {2: 8})
-    checkpoints.stored["a"] = Checkpoint("9", produced={2: 20})
-    assert await guard.produced_of("a") == {2: 8}
+    assert await guard.produced_of("a", "1") == {2: 5}  # read from the checkpoint
+    guard.remember("a", "9", {2: 8})
+    checkpoints.stored["a"] = Checkpoint("12", produced={2: 20})
+    assert await guard.produced_of("a", "9") == {2: 8}  # the batch starts where this process left it
+    assert await guard.produced_of("a", "12") == {2: 20}  # another instance moved it: read again
+    guard.remember("a", "13", {2: 21})
     guard.forget("a")
-    assert await guard.produced_of("a") == {2: 20}
+    assert await guard.produced_of("a", "13") == {2: 20}

@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from graph_service.domain.fences import FenceRejected
 from graph_service.streams.checkpoints import Checkpoint
 from graph_service.streams.leases import LeaseClock, Renewal
 from graph_service.streams.reader import ShardReset, StreamReader
@@ -84,7 +85,9 @@ class FakeCheckpoints:
     async def load_all(self) -> dict[str, Checkpoint]:
         return dict(self.items)
 
-    async def mark_done(self, shard_id: str) -> None:
+    async def mark_done(self, shard_id: str, sequence: str | None) -> None:
+        if self.get(shard_id).sequence != sequence:
+            raise FenceRejected([0])
         self.items[shard_id] = replace(self.get(shard_id), done=True, note="")
 
     def commit(self, shard_id: str, sequence: str) -> None:
