@@ -11,11 +11,8 @@ handler from several threads at once, as the tests do to stand for several conta
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass
 from typing import Any
-
-import structlog
 
 from counters.applier import CounterApplier
 from counters.lambda_batches import LambdaBatches, lambda_consumer
@@ -23,8 +20,9 @@ from counters.repairs import CacheRepairer
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_graph_cache
+from graph_service.entrypoints.lambda_container import LambdaContainer
 from graph_service.entrypoints.logging import configure_logging
-from graph_service.settings import Settings, SettingsError
+from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.streams.checkpoints import CheckpointStore
 
@@ -79,26 +77,11 @@ def build_lambda(settings: Settings) -> LambdaRuntime:
     return LambdaRuntime(settings, loop, dynamo, cache, repairer, LambdaBatches(applier, repairer, markers))
 
 
-class _Container(threading.local):
-    runtime: LambdaRuntime | None = None
-
-
-_container = _Container()
+_container: LambdaContainer[LambdaRuntime] = LambdaContainer()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point. Raising makes Lambda retry the batch, which the markers make safe."""
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:  # before any runtime: log it as JSON too, then fail the invocation
-        configure_logging("info")
-        structlog.get_logger(__name__).error("bad_configuration", error=str(exc))
-        raise
-    runtime = _container.runtime
-    if runtime is None or runtime.settings != settings:
-        if runtime is not None:
-            runtime.close()
-        configure_logging(settings.log_level)  # JSON lines, as every other process (the runtime's handler goes)
-        runtime = _container.runtime = build_lambda(settings)
+    runtime = _container.current(build_lambda, configure_logging)
     runtime.invoke(event)
     return {"batchItemFailures": []}

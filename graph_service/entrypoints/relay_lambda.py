@@ -12,17 +12,16 @@ again only if the configuration read from the environment changes. Its work is
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from graph_service.entrypoints.lambda_container import LambdaContainer
 from graph_service.entrypoints.logging import configure_logging
 from graph_service.events.kafka import client_options
-from graph_service.settings import Settings, SettingsError
+from graph_service.settings import Settings
 from relay.lambda_batches import RelayBatches
 
 __all__ = ["RelayLambdaRuntime", "build_relay_lambda", "handler"]
@@ -69,28 +68,12 @@ def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
     return RelayLambdaRuntime(settings, loop, producer, RelayBatches.for_settings(producer, settings))
 
 
-class _Container(threading.local):
-    runtime: RelayLambdaRuntime | None = None
-
-
-_container = _Container()
+_container: LambdaContainer[RelayLambdaRuntime] = LambdaContainer()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point. Raising makes Lambda retry the batch: at least once, which the fanout's
     idempotent merge makes safe."""
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:  # before any runtime: log it as JSON too, then fail the invocation
-        configure_logging("info")
-        structlog.get_logger(__name__).error("bad_configuration", error=str(exc))
-        raise
-    runtime = _container.runtime
-    if runtime is None or runtime.settings != settings:
-        if runtime is not None:
-            _container.runtime = None
-            runtime.close()
-        configure_logging(settings.log_level)  # JSON lines, as every other process
-        runtime = _container.runtime = build_relay_lambda(settings)
+    runtime = _container.current(build_relay_lambda, configure_logging)
     runtime.invoke(event)
     return {"batchItemFailures": []}

