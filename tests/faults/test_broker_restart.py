@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from graph_service.entrypoints.fanout import FanoutRuntime, build_fanout
 from graph_service.entrypoints.relay import RelayRuntime, build_relay
 from graph_service.events.kafka import client_options, ensure_topics
 from graph_service.settings import Settings
+from tests.support.figures import Record
 from tests.support.graph_calls import Stub, follow
 from tests.support.polling import eventually
 from tests.support.runtimes import run_built
@@ -108,7 +110,7 @@ async def every_timeline_holds(settings: Settings, tweets: list[int], timeout: f
 
 
 async def test_every_tweet_reaches_every_timeline_across_a_broker_kill_and_restart(
-    settings: Settings, stub: Stub, broker: Broker
+    settings: Settings, stub: Stub, broker: Broker, figures: Record
 ) -> None:
     await require_streams(settings, TWEETS)
     settings = replace(
@@ -149,9 +151,13 @@ async def test_every_tweet_reaches_every_timeline_across_a_broker_kill_and_resta
             assert await topics_on(settings) == {}  # not auto-created by the relay's retries or the fanout
 
             await ensure_topics(settings)  # the operator heals it; nothing is restarted
+            healed_at = time.monotonic()
             assert await topics_on(settings) == {"tweets": 3, "graph": 3}
             after = [await post(store, AUTHOR, f"D{i}") for i in range(3)]
             await every_timeline_holds(settings, before + unseen + down + after)
+            figures("timelines_whole_after_create_topics_s", time.monotonic() - healed_at)
 
-        assert sum(guard.rewinds for guard in relay.guards) >= 1  # B came back through a rewind
+        rewinds = sum(guard.rewinds for guard in relay.guards)
+        assert rewinds >= 1  # B came back through a rewind
+        figures("relay_rewinds", rewinds)
         assert relay.topics.problem() is None
