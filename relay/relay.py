@@ -167,5 +167,7 @@ class Relay:
         self._produced.inc(len(outgoing))
         backwards = self._guard.take_backwards()
         if backwards:
+            if self._topics is not None:
+                self._topics.hold()  # nothing more is produced until a check finds the topics right
             await self._guard.rewind("an acknowledgement at or below an earlier offset", backwards)
         return last

@@ -143,6 +143,14 @@ class TopicWatch:
         """Return once a check found both topics fine (at once if the last one did)."""
         await self._ok.wait()
 
+    def hold(self) -> None:
+        """Hold the waiters of ``until_ok`` until the next check (and its ``after_check``) has run:
+        the relay calls it when it finds a log that went backwards, so nothing is produced before
+        the topics are known to be right again. (A restarted local broker acknowledges records sent
+        to a topic it no longer has, without showing the topic; a real one refuses them.)"""
+        self._ok.clear()
+        self._suspected.set()
+
     def suspect(self) -> None:
         """A Kafka error was seen: check again now rather than at the next period."""
         self._suspected.set()

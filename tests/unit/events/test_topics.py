@@ -115,3 +115,25 @@ async def test_a_suspicion_makes_the_periodic_check_come_at_once() -> None:
     await asyncio.wait_for(running, 5)
     assert seen[:2] == [True, False]
     assert not watch.ok
+
+
+async def test_hold_keeps_producers_waiting_until_the_next_check_and_its_comparison() -> None:
+    broker = Broker()
+    broker.answers = [[described("tw", 6), described("gr", 6)]]
+    watch = TopicWatch(SETTINGS, describe=broker.describe)
+    assert await watch.check()
+    await asyncio.wait_for(watch.until_ok(), 1)  # fine: no wait
+    watch.hold()  # a log went backwards
+    waiting = asyncio.create_task(watch.until_ok())
+    compared: list[bool] = []
+
+    async def compare(ok: bool) -> None:
+        assert not waiting.done()  # still held while the logs are compared
+        compared.append(ok)
+
+    stop = asyncio.Event()
+    running = asyncio.create_task(watch.run(stop, compare))
+    await asyncio.wait_for(waiting, 5)
+    assert compared[:1] == [True]
+    stop.set()
+    await asyncio.wait_for(running, 5)
