@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.streams]
 
 USERS = list(range(1, 9))
 WRITERS = 8
-WRITES_EACH_WAY = 32
+WRITES_EACH_WAY = 16
 """Acknowledged writes before the store goes down, and again after it is back."""
 
 
@@ -88,8 +88,8 @@ async def toggle(address: str, pairs: list[Pair], writes: Writes, stop: asyncio.
 async def test_dynamodb_down_is_unavailable_half_writes_nothing_and_heals_unaided(
     settings: Settings, own_dynamodb: OwnDynamoDB, tmp_path: Path, figures: Record
 ) -> None:
-    """Scale: 8 writers over the 56 pairs of 8 users, 32 acknowledged writes before the outage
-    and 32 after; DynamoDB Local killed until the first call is refused, then started again (down
+    """Scale: 8 writers over the 56 pairs of 8 users, 16 acknowledged writes before the outage
+    and 16 after; DynamoDB Local killed until the first call is refused, then started again (down
     for about 3 s, most of it DynamoDB Local's start; the issue's run: 15 s).
 
     Every failed call is UNAVAILABLE with reason STORE_UNAVAILABLE and a message without the

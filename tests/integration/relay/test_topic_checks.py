@@ -84,7 +84,7 @@ async def test_no_producer_or_consumer_creates_a_topic_by_using_it(kafka_broker:
     try:
         # aiokafka refuses to start on a topic it cannot find, after asking for it for a while
         with contextlib.suppress(KafkaError, TimeoutError):
-            await asyncio.wait_for(consumer.start(), 5)
+            await asyncio.wait_for(consumer.start(), 2)
             await consumer.getmany(timeout_ms=300)
     finally:
         await consumer.stop()
