@@ -27,7 +27,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaConnectio
 
 from fanout.applier import Fanout
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
-from graph_service.domain.retry import Backoff, pause
+from graph_service.domain.retry import Backoff, pause, unless_stopped
 from graph_service.events.kafka import client_options
 from graph_service.events.records import TweetPosted, UnreadableEvent, decode
 from graph_service.events.topics import TopicWatch
@@ -60,18 +60,10 @@ async def _poll(
 ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
     """One ``getmany`` (200 ms), cut short by a stop: after the broker lost a topic it can take
     seconds to come back (seen: 5 s), which a stop must not wait for. Stopped: no records."""
-    fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS))
-    stopped = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait([fetch, stopped], return_when="FIRST_COMPLETED")
-    finally:
-        stopped.cancel()
-    if not fetch.done():
-        fetch.cancel()
-        with contextlib.suppress(asyncio.CancelledError, KafkaError):
-            await fetch
+    fetch = await unless_stopped(consumer.getmany(timeout_ms=200, max_records=MAX_RECORDS), stop)
+    if fetch.cancelled() and stop.is_set():
         return {}
-    batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = fetch.result()
+    batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = fetch.result()  # its error, if any
     return batch
 
 
@@ -222,13 +214,7 @@ class FanoutWorker:
         """Wait until the topic check finds both topics fine (True) or a stop (False)."""
         if self._topics is None:
             return True
-        ready = asyncio.ensure_future(self._topics.until_ok())
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait([ready, stopped], return_when="FIRST_COMPLETED")
-        finally:
-            ready.cancel()
-            stopped.cancel()
+        await unless_stopped(self._topics.until_ok(), stop)
         return not stop.is_set()
 
     async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> bool:
@@ -294,18 +280,9 @@ class FanoutWorker:
         if not heartbeat.older_than(probe_seconds) or now - self._probed_at < probe_seconds:
             return  # answered recently, or asked recently (a broker that is down is not asked in a loop)
         self._probed_at = now
-        probe = asyncio.ensure_future(consumer.topics())
-        stopped = asyncio.ensure_future(stop.wait())
-        try:  # a stop does not wait for the probe
-            await asyncio.wait([probe, stopped], timeout=probe_seconds, return_when="FIRST_COMPLETED")
-        finally:
-            stopped.cancel()
-        answered = probe.done() and not probe.cancelled() and probe.exception() is None
-        if not probe.done():
-            probe.cancel()  # not answered within the third (or stopped): no beat
-        if not answered:
-            failed = probe.done() and not probe.cancelled()
-            log.debug("fanout_broker_probe_failed", error=repr(probe.exception()) if failed else "no answer")
+        probe = await unless_stopped(consumer.topics(), stop, timeout=probe_seconds)  # a stop does not wait
+        if probe.cancelled() or probe.exception() is not None:  # not answered within the third (or stopped)
+            log.debug("fanout_broker_probe_failed", error="no answer" if probe.cancelled() else repr(probe.exception()))
             return
         heartbeat.beat()
 

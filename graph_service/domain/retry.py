@@ -4,7 +4,7 @@ A loop that retries (a consumer waiting for Redis, DynamoDB or the broker) takes
 ``Backoff``: exponential, capped, with jitter (each wait drawn between half and all of the delay) so
 that several processes that failed together do not retry together; ``reset()`` after a success.
 ``pause(delay, stop)`` sleeps unless ``stop`` is set first, so a stop request never waits for a
-backoff to run out.
+backoff to run out; ``unless_stopped`` does the same for any other wait (a poll, a probe).
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections.abc import Awaitable
+from typing import TypeVar
 
-__all__ = ["Backoff", "pause"]
+__all__ = ["Backoff", "pause", "unless_stopped"]
+
+T = TypeVar("T")
 
 
 class Backoff:
@@ -48,3 +52,23 @@ async def pause(delay: float, stop: asyncio.Event | None = None) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=delay)
     return stop.is_set()
+
+
+async def unless_stopped(
+    work: Awaitable[T],
+    stop: asyncio.Event,
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109 - a limit on the wait it runs, not a cancellation
+) -> asyncio.Future[T]:
+    """Wait for ``work`` until it ends, ``stop`` is set or ``timeout`` seconds pass; returns its
+    future, cancelled (and ended) if it had not ended by then."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([task, stopped], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return task

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from graph_service.domain.retry import Backoff, pause
+from graph_service.domain.retry import Backoff, pause, unless_stopped
 from graph_service.events.kafka import client_options, topic_names
 from graph_service.settings import Settings
 from graph_service.telemetry.failures import FailureLog
@@ -206,12 +206,7 @@ class TopicWatch:
             if after_check is not None:
                 await after_check(ok)
             self.release()
-            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._suspected.wait())]
-            try:
-                await asyncio.wait(waiters, timeout=self._settings.topic_check_seconds, return_when="FIRST_COMPLETED")
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
+            await unless_stopped(self._suspected.wait(), stop, timeout=self._settings.topic_check_seconds)
             if self._suspected.is_set():
                 await pause(suspicions.next_delay(), stop)  # a burst of errors makes one check, not one each
             else:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from graph_service.domain.retry import Backoff, pause
+from graph_service.domain.retry import Backoff, pause, unless_stopped
 
 
 def test_delays_grow_with_jitter_up_to_the_cap_and_reset() -> None:
@@ -42,3 +42,16 @@ async def test_pause_returns_early_when_stopped() -> None:
 async def test_pause_sleeps_the_delay_without_a_stop() -> None:
     assert await pause(0.01, asyncio.Event()) is False
     assert await pause(0.01) is False
+
+
+async def test_unless_stopped_gives_the_work_or_cuts_it_short() -> None:
+    stop = asyncio.Event()
+    done = await unless_stopped(asyncio.sleep(0, "answer"), stop)
+    assert done.result() == "answer"
+    slow = await unless_stopped(asyncio.sleep(30), stop, timeout=0.01)
+    assert slow.cancelled()  # the time ran out: cancelled and ended
+    asyncio.get_running_loop().call_later(0.02, stop.set)
+    started = time.monotonic()
+    stopped = await unless_stopped(asyncio.sleep(30), stop)
+    assert stopped.cancelled()
+    assert time.monotonic() - started < 5
