@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import timeline_pb2 as tpb
-from socialgraph_client import SocialGraphClient, SocialGraphError
+from socialgraph_client import AsyncSocialGraphClient, PermissionDenied, Reason, Unauthenticated
 
 from graph_service.api.auth import SCOPE_OF
 from graph_service.api.callers import caller_entry, mint_token
@@ -270,18 +270,25 @@ async def test_the_callers_name_is_in_every_log_line_of_its_call_and_the_token_i
 
 
 async def test_the_python_client_sends_its_token(auth: AuthServer) -> None:
-    """``connect(token=...)`` is let in with the caller's scopes; without a token the client raises
-    UNAUTHENTICATED, and a read-only caller's write raises PERMISSION_DENIED / MISSING_SCOPE."""
+    """``connect(token=...)`` is let in with the caller's scopes, and so is a token given as the
+    client's own ``metadata``; without a token the client raises ``Unauthenticated``, and a
+    read-only caller's write raises ``PermissionDenied`` / ``MISSING_SCOPE``."""
     target = f"127.0.0.1:{auth.runtime.port}"
-    async with await SocialGraphClient.connect(target, token=auth.tokens["both"]) as client:
-        assert await client.follow(1, 2)
+    async with await AsyncSocialGraphClient.connect(target, token=auth.tokens["both"]) as client:
+        assert await client.follow(1, 2) == "FOLLOWING"
         assert await client.is_following(1, 2)
-    async with await SocialGraphClient.connect(target, token=auth.tokens["reader"]) as client:
+    header = {"authorization": f"Bearer {auth.tokens['both']}"}
+    async with await AsyncSocialGraphClient.connect(target, metadata=header) as client:
+        await client.unfollow(1, 3)
+    async with await AsyncSocialGraphClient.connect(target) as client:
+        await client.unfollow(1, 3, metadata=header)  # per call
+    async with await AsyncSocialGraphClient.connect(target, token=auth.tokens["reader"]) as client:
         assert await client.is_following(1, 2)
-        with pytest.raises(SocialGraphError) as denied:
+        with pytest.raises(PermissionDenied) as denied:
             await client.unfollow(1, 2)
-        assert (denied.value.code, denied.value.reason) == (DENIED, "MISSING_SCOPE")
-    async with await SocialGraphClient.connect(target) as client:
-        with pytest.raises(SocialGraphError) as refused:
+        assert (denied.value.code, denied.value.reason) == (DENIED, Reason.MISSING_SCOPE)
+        assert denied.value.attempts == 1
+    async with await AsyncSocialGraphClient.connect(target) as client:
+        with pytest.raises(Unauthenticated) as refused:
             await client.is_following(1, 2)
         assert refused.value.code == UNAUTHENTICATED

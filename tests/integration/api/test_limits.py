@@ -11,7 +11,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph_client import SocialGraphClient, SocialGraphError
+from socialgraph_client import AsyncSocialGraphClient, Reason, ResourceExhausted
 
 from graph_service.domain.models import Direction
 from graph_service.entrypoints.server import ServerRuntime
@@ -62,10 +62,11 @@ async def test_the_fourth_follow_is_rate_limited_with_retry_info_and_writes_noth
     assert sorted(await ids(stub, Direction.FOLLOWING, 1)) == [2, 3, 4]
     assert await ids(stub, Direction.FOLLOWERS, 5) == []
     assert await follow(stub, 2, 5) == FOLLOWING  # another actor's budget is its own
-    async with await SocialGraphClient.connect(f"127.0.0.1:{server.port}") as client:
-        with pytest.raises(SocialGraphError) as limited_error:
-            await client.follow(1, 6)
-    assert limited_error.value.reason == "RATE_LIMITED"
+    async with await AsyncSocialGraphClient.connect(f"127.0.0.1:{server.port}") as client:
+        with pytest.raises(ResourceExhausted) as limited_error:
+            await client.follow(1, 6)  # not retried: the wait is an hour, past the call's deadline
+    assert limited_error.value.reason == Reason.RATE_LIMITED
+    assert limited_error.value.attempts == 1
     assert limited_error.value.retry_after is not None
     assert 3500 < limited_error.value.retry_after <= 3600
 

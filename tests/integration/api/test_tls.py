@@ -18,7 +18,7 @@ import grpc
 import pytest
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
-from socialgraph_client import SocialGraphClient, SocialGraphError, TlsConfig
+from socialgraph_client import AsyncSocialGraphClient, FollowState, SocialGraphClient, SocialGraphError, TlsConfig
 from structlog.testing import capture_logs
 
 from graph_service.api.callers import caller_entry, mint_token
@@ -108,8 +108,8 @@ async def test_tls_serves_trusting_clients_and_refuses_plaintext_and_other_cas(
     ca, other = make_ca(tmp_path, "ca"), make_ca(tmp_path, "other")
     cert, key = issue(ca, tmp_path, "server", server=True)
     async with running_server(replace(settings, tls_cert_file=str(cert), tls_key_file=str(key))) as server:
-        async with await SocialGraphClient.connect(target(server.port), tls=tls(ca)) as client:
-            assert await client.follow(1, 2) is True
+        async with await AsyncSocialGraphClient.connect(target(server.port), tls=tls(ca)) as client:
+            assert await client.follow(1, 2) == FollowState.FOLLOWING
             assert await client.is_following(1, 2) is True
             assert await client.is_following(2, 1) is False
         assert await status(server.port, tls(ca, server_name="localhost")) == OK  # the DNS name of the SAN
@@ -126,7 +126,7 @@ async def test_tls_serves_trusting_clients_and_refuses_plaintext_and_other_cas(
         assert listed.code == 0, listed.stderr
         assert SERVICE in listed.stdout.split()
         assert await grpcurl_refused(server.port, *ca_flags(other))
-        async with await SocialGraphClient.connect(target(server.port), tls=tls(ca)) as client:
+        async with await AsyncSocialGraphClient.connect(target(server.port), tls=tls(ca)) as client:
             assert await client.is_following(3, 4) is True  # grpcurl's follow is in the graph
 
 
@@ -139,8 +139,8 @@ async def test_mtls_requires_a_client_certificate_the_client_ca_signed(settings:
     mallory = issue(rogue_ca, tmp_path, "mallory", server=False)
     mtls = replace(settings, tls_cert_file=str(cert), tls_key_file=str(key), tls_client_ca_file=str(client_ca.cert))
     async with running_server(mtls) as server:
-        async with await SocialGraphClient.connect(target(server.port), tls=tls(server_ca, alice)) as client:
-            assert await client.follow(1, 2) is True
+        async with await AsyncSocialGraphClient.connect(target(server.port), tls=tls(server_ca, alice)) as client:
+            assert await client.follow(1, 2) == FollowState.FOLLOWING
             assert await client.is_following(1, 2) is True
         assert await status(server.port, tls(server_ca)) == REFUSED  # no client certificate
         assert await status(server.port, tls(server_ca, mallory)) == REFUSED  # signed by another CA
@@ -173,9 +173,9 @@ async def test_server_certificate_rotates_without_restart_and_a_broken_one_is_ig
     install(first[1], key)
     async with (
         running_server(replace(settings, tls_cert_file=str(cert), tls_key_file=str(key))) as server,
-        await SocialGraphClient.connect(target(server.port), tls=tls(ca1)) as open_before,
+        await AsyncSocialGraphClient.connect(target(server.port), tls=tls(ca1)) as open_before,
     ):
-        assert await open_before.follow(1, 2) is True
+        assert await open_before.follow(1, 2) == FollowState.FOLLOWING
         assert await status(server.port, tls(ca2)) == REFUSED
 
         with capture_logs() as logs:
@@ -220,8 +220,8 @@ async def test_client_ca_rotates_without_restart_under_mtls(settings: Settings, 
             lambda code: code == REFUSED,
             timeout=ROTATION_TIMEOUT,
         )
-        async with await SocialGraphClient.connect(target(server.port), tls=tls(server_ca, new_client)) as client:
-            assert await client.follow(5, 6) is True
+        async with await AsyncSocialGraphClient.connect(target(server.port), tls=tls(server_ca, new_client)) as client:
+            assert await client.follow(5, 6) == FollowState.FOLLOWING
 
 
 async def test_tokens_travel_as_call_credentials_over_tls(settings: Settings, tmp_path: Path) -> None:
@@ -234,9 +234,15 @@ async def test_tokens_travel_as_call_credentials_over_tls(settings: Settings, tm
     callers.write_text(caller_entry("feed", ["read", "write"], token), encoding="utf-8")
     secured = replace(settings, tls_cert_file=str(cert), tls_key_file=str(key), auth_tokens_file=str(callers))
     async with running_server(secured) as server:
-        async with await SocialGraphClient.connect(target(server.port), tls=tls(ca), token=token) as client:
-            assert await client.follow(5, 6) is True
-        async with await SocialGraphClient.connect(target(server.port), tls=tls(ca)) as client:
+        async with await AsyncSocialGraphClient.connect(target(server.port), tls=tls(ca), token=token) as client:
+            assert await client.follow(5, 6) == FollowState.FOLLOWING
+
+        def blocking() -> bool:  # the blocking client: the same call credentials over TLS
+            with SocialGraphClient.connect(target(server.port), tls=tls(ca), token=token) as sync_client:
+                return sync_client.is_following(5, 6)
+
+        assert await asyncio.to_thread(blocking) is True
+        async with await AsyncSocialGraphClient.connect(target(server.port), tls=tls(ca)) as client:
             with pytest.raises(SocialGraphError) as refused:
                 await client.is_following(5, 6)
             assert refused.value.code == grpc.StatusCode.UNAUTHENTICATED

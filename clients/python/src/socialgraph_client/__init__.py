@@ -1,23 +1,74 @@
-"""A typed asyncio client for socialgraph.v1 over the generated stubs."""
+"""The Python client of socialgraph.v1: ``SocialGraphClient`` (blocking) and ``AsyncSocialGraphClient`` (asyncio).
 
-from socialgraph_client.client import (
+Both have the same methods, built on one description of the RPCs (``rpcs.py``); see the package's
+README for every method, the errors, retries, deadlines and paging.
+"""
+
+from socialgraph_client._version import API_FINGERPRINT, API_PACKAGE, __version__
+from socialgraph_client.aio import AsyncSocialGraphClient
+from socialgraph_client.errors import (
+    Aborted,
+    AlreadyExists,
+    Cancelled,
+    ConnectError,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    SocialGraphError,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+)
+from socialgraph_client.options import Deadlines, Metadata, RetryPolicy
+from socialgraph_client.reasons import DOMAIN, Reason
+from socialgraph_client.sync import SocialGraphClient
+from socialgraph_client.tls import TlsConfig
+from socialgraph_client.values import (
     Counts,
     FollowEntry,
+    FollowState,
+    Page,
     PendingRequest,
     Relationship,
-    SocialGraphClient,
     Suggestion,
-    TlsConfig,
 )
-from socialgraph_client.errors import SocialGraphError
 
 __all__ = [
+    "API_FINGERPRINT",
+    "API_PACKAGE",
+    "DOMAIN",
+    "Aborted",
+    "AlreadyExists",
+    "AsyncSocialGraphClient",
+    "Cancelled",
+    "ConnectError",
     "Counts",
+    "DeadlineExceeded",
+    "Deadlines",
+    "FailedPrecondition",
     "FollowEntry",
+    "FollowState",
+    "Internal",
+    "InvalidArgument",
+    "Metadata",
+    "NotFound",
+    "Page",
     "PendingRequest",
+    "PermissionDenied",
+    "Reason",
     "Relationship",
+    "ResourceExhausted",
+    "RetryPolicy",
     "SocialGraphClient",
     "SocialGraphError",
     "Suggestion",
     "TlsConfig",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "__version__",
 ]

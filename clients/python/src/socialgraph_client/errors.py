@@ -1,42 +1,216 @@
-"""The one error type of the client: a status code plus the service's ErrorInfo reason."""
+"""Typed errors: one class per family of canonical status codes, all under ``SocialGraphError``.
+
+Catch the family (``except NotFound``), read the stable ``reason`` (compare with ``Reason``), log
+``request_id`` (the ID the server logged the call under). The status details are read from the
+``grpc-status-details-bin`` trailer: ``google.rpc.ErrorInfo`` gives ``reason`` and ``metadata``,
+``google.rpc.RetryInfo`` gives ``retry_after``.
+"""
 
 from __future__ import annotations
 
-import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
-__all__ = ["SocialGraphError"]
+import grpc
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
+
+from socialgraph_client.reasons import DOMAIN
+
+__all__ = [
+    "Aborted",
+    "AlreadyExists",
+    "Cancelled",
+    "ConnectError",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "Internal",
+    "InvalidArgument",
+    "NotFound",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "SocialGraphError",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "error_from_rpc",
+]
+
+DETAILS_KEY = "grpc-status-details-bin"
+REQUEST_ID_KEY = "x-request-id"
 
 
 class SocialGraphError(Exception):
-    """A failed call. ``reason`` is the stable ErrorInfo reason (e.g. ``SELF_FOLLOW``), or "" if none."""
+    """A call that failed. Every error of the client is one of these."""
+
+    codes: ClassVar[tuple[grpc.StatusCode, ...]] = ()
+    """The status codes this class stands for (the base: any code no family claims)."""
 
     def __init__(
         self,
         code: grpc.StatusCode,
         message: str,
-        reason: str,
-        metadata: dict[str, str],
+        *,
+        reason: str = "",
+        metadata: dict[str, str] | None = None,
+        request_id: str = "",
         retry_after: float | None = None,
+        attempts: int = 1,
     ) -> None:
-        super().__init__(f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}")
+        head = f"{code.name} {reason}" if reason else code.name
+        super().__init__(f"{head}: {message}" + (f" (request {request_id})" if request_id else ""))
         self.code = code
+        """The canonical gRPC status code."""
         self.message = message
+        """The server's message, for people; programs read ``reason``."""
         self.reason = reason
-        self.metadata = metadata
+        """The stable ``ErrorInfo.reason`` (see ``Reason``), or "" when the status carried none."""
+        self.metadata = metadata or {}
+        """``ErrorInfo.metadata``: the values the message names (e.g. ``{"user_id": "7"}``)."""
+        self.request_id = request_id
+        """The ``x-request-id`` the server logged the call under: the one given, or the one the client
+        made up (or, for a failure before any server answered, the one that was sent)."""
         self.retry_after = retry_after
-        """Seconds until the call may succeed (``google.rpc.RetryInfo``, e.g. with RATE_LIMITED); None if not said."""
+        """Seconds until the call may succeed (``google.rpc.RetryInfo``); None when not said."""
+        self.attempts = attempts
+        """How many times the call was sent (more than 1 when retries ran out)."""
 
-    @classmethod
-    def from_rpc_error(cls, error: grpc.aio.AioRpcError) -> SocialGraphError:
-        reason, metadata, retry_after = "", {}, None
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
-        for detail in status.details if status else ():
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (Celery results, process pools) by the state, not by the constructor's arguments.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(kind: type[SocialGraphError], args: tuple[Any, ...], state: dict[str, Any]) -> SocialGraphError:
+    error = kind.__new__(kind)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class InvalidArgument(SocialGraphError):
+    """The request itself is wrong (``INVALID_ARGUMENT``, ``OUT_OF_RANGE``); retrying cannot help."""
+
+    codes = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE)
+
+
+class NotFound(SocialGraphError):
+    codes = (grpc.StatusCode.NOT_FOUND,)
+
+
+class AlreadyExists(SocialGraphError):
+    codes = (grpc.StatusCode.ALREADY_EXISTS,)
+
+
+class FailedPrecondition(SocialGraphError):
+    """The request is well formed but the graph's state refuses it (``BLOCKED``, ``FOLLOW_LIMIT``)."""
+
+    codes = (grpc.StatusCode.FAILED_PRECONDITION,)
+
+
+class Aborted(SocialGraphError):
+    codes = (grpc.StatusCode.ABORTED,)
+
+
+class PermissionDenied(SocialGraphError):
+    codes = (grpc.StatusCode.PERMISSION_DENIED,)
+
+
+class Unauthenticated(SocialGraphError):
+    codes = (grpc.StatusCode.UNAUTHENTICATED,)
+
+
+class ResourceExhausted(SocialGraphError):
+    """A limit was hit; ``retry_after`` says when trying again may succeed (``RATE_LIMITED``)."""
+
+    codes = (grpc.StatusCode.RESOURCE_EXHAUSTED,)
+
+
+class Unavailable(SocialGraphError):
+    """The service or a store behind it did not answer, through every retry the policy allowed."""
+
+    codes = (grpc.StatusCode.UNAVAILABLE,)
+
+
+class ConnectError(Unavailable):
+    """``connect()`` found no ready server within ``connect_timeout``."""
+
+
+class DeadlineExceeded(SocialGraphError):
+    codes = (grpc.StatusCode.DEADLINE_EXCEEDED,)
+
+
+class Cancelled(SocialGraphError):
+    codes = (grpc.StatusCode.CANCELLED,)
+
+
+class Unimplemented(SocialGraphError):
+    """The server does not serve this RPC (an older server than the client)."""
+
+    codes = (grpc.StatusCode.UNIMPLEMENTED,)
+
+
+class Internal(SocialGraphError):
+    """A failure inside the server (``INTERNAL``, ``UNKNOWN``, ``DATA_LOSS``); see its log by ``request_id``."""
+
+    codes = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS)
+
+
+_FAMILIES: dict[grpc.StatusCode, type[SocialGraphError]] = {
+    code: family
+    for family in (
+        InvalidArgument,
+        NotFound,
+        AlreadyExists,
+        FailedPrecondition,
+        Aborted,
+        PermissionDenied,
+        Unauthenticated,
+        ResourceExhausted,
+        Unavailable,
+        DeadlineExceeded,
+        Cancelled,
+        Unimplemented,
+        Internal,
+    )
+    for code in family.codes
+}
+
+
+def error_from_rpc(error: grpc.RpcError, request_id: str, attempts: int = 1) -> SocialGraphError:
+    """The typed error for a failed call (``grpc.RpcError`` of the sync API or ``AioRpcError``)."""
+    call: Any = error  # both kinds of error are also the call, with code(), details(), trailing_metadata()
+    code: grpc.StatusCode = call.code()
+    reason, metadata, retry_after = _details(call.trailing_metadata() or ())
+    # The server echoes the ID it logged the call under (its own when the one sent was unusable).
+    echoed = [value for key, value in call.initial_metadata() or () if key == REQUEST_ID_KEY]
+    family = _FAMILIES.get(code, SocialGraphError)
+    return family(
+        code,
+        call.details() or "",
+        reason=reason,
+        metadata=metadata,
+        request_id=echoed[0] if echoed else request_id,
+        retry_after=retry_after,
+        attempts=attempts,
+    )
+
+
+def _details(trailers: Sequence[tuple[str, Any]]) -> tuple[str, dict[str, str], float | None]:
+    """``ErrorInfo`` reason and metadata, and ``RetryInfo`` delay, from the status details trailer."""
+    reason, metadata, retry_after = "", {}, None
+    for key, value in trailers:
+        if key != DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            continue  # not ours to fail on: the code and message still say what happened
+        for detail in status.details:
             info = error_details_pb2.ErrorInfo()
             retry = error_details_pb2.RetryInfo()
             if detail.Unpack(info):
-                reason, metadata = info.reason, dict(info.metadata)
+                if info.domain in (DOMAIN, ""):  # another domain's reason (a proxy's) is not ours to report
+                    reason, metadata = info.reason, dict(info.metadata)
             elif detail.Unpack(retry):
                 retry_after = retry.retry_delay.ToNanoseconds() / 1e9
-        return cls(error.code(), error.details() or "", reason, metadata, retry_after)
+    return reason, metadata, retry_after

@@ -1,0 +1,100 @@
+"""What a client is configured with: deadlines per kind of call, and the retry policy."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from socialgraph_client.rpcs import Kind
+
+__all__ = ["Deadlines", "Metadata", "RetryPolicy", "normalize_metadata"]
+
+Metadata = Mapping[str, str] | Sequence[tuple[str, str]]
+"""gRPC metadata: a mapping or ``(key, value)`` pairs; keys are lower case (``x-tenant``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """The default deadline of each kind of call, in seconds; a call's ``timeout=`` overrides it.
+
+    A deadline covers the whole call, retries included. None means no deadline (not advised: a
+    call to a hung server then waits for ever).
+    """
+
+    read: float | None = 5.0
+    """Point and page reads (``is_following``, ``get_counts``, ``list_followers``, ...)."""
+    write: float | None = 10.0
+    """Graph changes (``follow``, ``block``, ``set_privacy``, ...): a DynamoDB transaction each."""
+    heavy: float | None = 30.0
+    """Reads that intersect lists: ``suggest_follows``, ``list_known_followers``, ``list_mutual_follows``."""
+
+    def __post_init__(self) -> None:
+        for name in ("read", "write", "heavy"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"Deadlines.{name} must be above 0 seconds or None, not {value!r}")
+
+    def of(self, kind: Kind) -> float | None:
+        if kind is Kind.READ:
+            return self.read
+        if kind is Kind.WRITE:
+            return self.write
+        return self.heavy
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failed call is sent again. Every RPC of the service is idempotent, so each may be.
+
+    Retried: ``UNAVAILABLE`` (a replica restarting, a store that did not answer), with exponential
+    backoff, each wait drawn between half and all of the current delay; and ``RESOURCE_EXHAUSTED``
+    only when the server said when (``RetryInfo``), waiting that long. Never past the call's
+    deadline nor past ``max_attempts``: a wait that would end after the deadline is not started,
+    and the last error is raised.
+    Pass ``retry=None`` to ``connect`` to turn retries off.
+    """
+
+    max_attempts: int | None = None
+    """Attempts per call, the first included; None: as many as the deadline allows."""
+    initial_backoff: float = 0.05
+    """Seconds before the first retry (before jitter)."""
+    max_backoff: float = 2.0
+    """The delay stops doubling here."""
+    multiplier: float = 2.0
+    honour_retry_info: bool = True
+    """Retry ``RESOURCE_EXHAUSTED`` after the delay its ``RetryInfo`` gives, when that fits the deadline."""
+    max_retry_info_wait: float = 10.0
+    """The longest ``RetryInfo`` delay waited out; a longer one (a follow limit that lifts in an
+    hour) is raised at once with ``retry_after``, deadline or not."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts must be at least 1, not {self.max_attempts}")
+        if not 0 < self.initial_backoff <= self.max_backoff:
+            raise ValueError("RetryPolicy needs 0 < initial_backoff <= max_backoff")
+        if self.max_retry_info_wait < 0:
+            raise ValueError(f"RetryPolicy.max_retry_info_wait must be at least 0, not {self.max_retry_info_wait}")
+        if self.multiplier < 1:
+            raise ValueError(f"RetryPolicy.multiplier must be at least 1, not {self.multiplier}")
+
+
+_KEY = re.compile(r"[0-9a-z_.-]+")
+
+
+def normalize_metadata(metadata: Metadata | None) -> tuple[tuple[str, str], ...]:
+    """``(key, value)`` pairs with keys in lower case (HTTP/2 header names); a key gRPC would refuse,
+    a reserved one, or a value that is not a printable ASCII string is a ``ValueError`` here rather
+    than a failure of every call later."""
+    if not metadata:
+        return ()
+    pairs = metadata.items() if isinstance(metadata, Mapping) else metadata
+    result = []
+    for key, value in pairs:
+        name = str(key).lower()
+        if not _KEY.fullmatch(name) or name.startswith("grpc-") or name.endswith("-bin"):
+            raise ValueError(f"metadata key {key!r}: use lower-case letters, digits, '-', '_', '.' (no grpc- or -bin)")
+        if not isinstance(value, str) or not value.isascii() or not value.isprintable():
+            raise ValueError(f"metadata {name!r}: the value must be a printable ASCII string, not {value!r}")
+        result.append((name, value))
+    return tuple(result)

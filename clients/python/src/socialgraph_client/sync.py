@@ -1,0 +1,378 @@
+"""``SocialGraphClient``: the blocking client, one method per RPC (thread-safe: Django, Celery, scripts).
+
+Generated from ``aio.py`` by ``scripts/gen_sync_client.py``: edit that file, then run the script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import grpc
+from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph.v1 import timeline_pb2 as tpb
+
+from socialgraph_client import rpcs
+from socialgraph_client.calls import Planner
+from socialgraph_client.channel import plan_channel
+from socialgraph_client.options import Deadlines, Metadata, RetryPolicy
+from socialgraph_client.sync_transport import SyncTransport, walk_pages
+from socialgraph_client.tls import TlsConfig
+from socialgraph_client.values import Counts, FollowEntry, FollowState, Page, PendingRequest, Relationship, Suggestion
+
+__all__ = ["SocialGraphClient"]
+
+DEFAULT_DEADLINES = Deadlines()
+DEFAULT_RETRY = RetryPolicy()
+
+
+class SocialGraphClient:
+    """One channel to the service. ``with SocialGraphClient.connect(target) as graph:``
+
+    Every method takes ``timeout=`` (seconds for the whole call, retries included; default from
+    ``Deadlines`` by kind of call) and ``metadata=`` (sent with this call after the client's own).
+    A failed call raises a ``SocialGraphError`` subclass (``socialgraph_client.errors``).
+    """
+
+    def __init__(self, transport: SyncTransport) -> None:
+        """Use ``connect``."""
+        self._transport = transport
+
+    @classmethod
+    def connect(
+        cls,
+        target: str,
+        *,
+        token: str | None = None,
+        tls: TlsConfig | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        metadata: Metadata | None = None,
+        deadlines: Deadlines = DEFAULT_DEADLINES,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
+        connect_timeout: float = 10.0,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> SocialGraphClient:
+        """Open a channel to ``target`` (``host:port``) and wait until a server answers.
+
+        ``token``: the caller's bearer token (``socialgraph token``): call credentials over TLS,
+        ``authorization`` metadata over plaintext. ``tls``: TLS or mTLS from PEM files, or
+        ``credentials``: ready-made channel credentials. ``metadata``: sent with every call.
+        ``deadlines``: default deadline per kind of call. ``retry``: the retry policy, None for none.
+        ``connect_timeout``: seconds to wait for a ready server, else ``ConnectError``.
+        ``options``: gRPC channel options, over the client's defaults.
+        """
+        plan = plan_channel(target, token=token, tls=tls, credentials=credentials, metadata=metadata, options=options)
+        transport = SyncTransport.open(plan, Planner(deadlines, retry, plan.metadata), connect_timeout)
+        return cls(transport)
+
+    def __enter__(self) -> SocialGraphClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel; calls in flight are cancelled."""
+        self._transport.close()
+
+    # Follows
+
+    def follow(
+        self, follower_id: int, followee_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> FollowState:
+        """``FOLLOWING``, or ``REQUESTED`` when the followee is private. A repeat returns the same state."""
+        request = pb.FollowRequest(follower_id=follower_id, followee_id=followee_id)
+        reply = self._transport.call(rpcs.FOLLOW, request, timeout, metadata)
+        if reply.state == pb.FOLLOW_STATE_REQUESTED:
+            return FollowState.REQUESTED
+        return FollowState.FOLLOWING
+
+    def unfollow(
+        self, follower_id: int, followee_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Remove the follow, or withdraw the pending request. Idempotent."""
+        request = pb.UnfollowRequest(follower_id=follower_id, followee_id=followee_id)
+        self._transport.call(rpcs.UNFOLLOW, request, timeout, metadata)
+
+    def is_following(
+        self, follower_id: int, followee_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> bool:
+        """Strongly consistent: sees every follow and unfollow that returned before it."""
+        request = pb.IsFollowingRequest(follower_id=follower_id, followee_id=followee_id)
+        return (self._transport.call(rpcs.IS_FOLLOWING, request, timeout, metadata)).following
+
+    def list_followers(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Page[FollowEntry]:
+        """One page of the user's followers, newest first (``page_size`` 0: 50; at most 1000)."""
+        request = pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_FOLLOWERS, request, timeout, metadata)
+        return Page([FollowEntry.of(entry) for entry in reply.followers], reply.next_page_token)
+
+    def iter_followers(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Iterator[FollowEntry]:
+        """Every follower from ``page_token`` on, newest first; ``timeout`` is per page."""
+        return walk_pages(
+            lambda token: self.list_followers(
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+            ),
+            page_token,
+        )
+
+    def list_following(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Page[FollowEntry]:
+        """One page of the accounts the user follows, newest first."""
+        request = pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_FOLLOWING, request, timeout, metadata)
+        return Page([FollowEntry.of(entry) for entry in reply.following], reply.next_page_token)
+
+    def iter_following(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Iterator[FollowEntry]:
+        """Every account the user follows from ``page_token`` on, newest first; ``timeout`` is per page."""
+        return walk_pages(
+            lambda token: self.list_following(
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+            ),
+            page_token,
+        )
+
+    # Counts and relationships
+
+    def get_counts(self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None) -> Counts:
+        """Followers and following counts (exact within about a second of the last write)."""
+        reply = self._transport.call(rpcs.GET_COUNTS, pb.GetCountsRequest(user_id=user_id), timeout, metadata)
+        return Counts.of(user_id, reply)
+
+    def batch_get_counts(
+        self, user_ids: Sequence[int], *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> list[Counts]:
+        """Counts of up to 100 users, in request order."""
+        request = pb.BatchGetCountsRequest(user_ids=list(user_ids))
+        reply = self._transport.call(rpcs.BATCH_GET_COUNTS, request, timeout, metadata)
+        return [Counts.of(counts.user_id, counts) for counts in reply.counts]
+
+    def get_relationships(
+        self,
+        actor_id: int,
+        target_ids: Sequence[int],
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> list[Relationship]:
+        """How ``actor_id`` relates to each of up to 100 targets, in request order."""
+        request = pb.GetRelationshipsRequest(actor_id=actor_id, target_ids=list(target_ids))
+        reply = self._transport.call(rpcs.GET_RELATIONSHIPS, request, timeout, metadata)
+        return [Relationship.of(relationship) for relationship in reply.relationships]
+
+    # Discovery
+
+    def list_known_followers(
+        self,
+        viewer_id: int,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Page[FollowEntry]:
+        """One page of the followers of ``user_id`` whom ``viewer_id`` follows, newest first."""
+        request = pb.ListKnownFollowersRequest(
+            viewer_id=viewer_id, user_id=user_id, page_size=page_size, page_token=page_token
+        )
+        reply = self._transport.call(rpcs.LIST_KNOWN_FOLLOWERS, request, timeout, metadata)
+        return Page([FollowEntry.of(entry) for entry in reply.followers], reply.next_page_token)
+
+    def iter_known_followers(
+        self,
+        viewer_id: int,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Iterator[FollowEntry]:
+        """Every follower of ``user_id`` whom ``viewer_id`` follows; ``timeout`` is per page."""
+        return walk_pages(
+            lambda token: self.list_known_followers(
+                viewer_id, user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+            ),
+            page_token,
+        )
+
+    def list_mutual_follows(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Page[int]:
+        """One page of the IDs of accounts that follow ``user_id`` and that it follows back."""
+        request = pb.ListMutualFollowsRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_MUTUAL_FOLLOWS, request, timeout, metadata)
+        return Page([ref.user_id for ref in reply.users], reply.next_page_token)
+
+    def iter_mutual_follows(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Iterator[int]:
+        """Every mutual follow of ``user_id`` from ``page_token`` on; ``timeout`` is per page."""
+        return walk_pages(
+            lambda token: self.list_mutual_follows(
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+            ),
+            page_token,
+        )
+
+    def suggest_follows(
+        self, user_id: int, *, limit: int = 0, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> list[Suggestion]:
+        """Accounts the user's followees follow, best first (``limit`` 0: the default; at most 100)."""
+        request = pb.SuggestFollowsRequest(user_id=user_id, limit=limit)
+        reply = self._transport.call(rpcs.SUGGEST_FOLLOWS, request, timeout, metadata)
+        return [Suggestion.of(suggestion) for suggestion in reply.suggestions]
+
+    # Privacy and requests
+
+    def set_privacy(
+        self, user_id: int, private: bool, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """A private account turns new follows into requests."""
+        request = pb.SetPrivacyRequest(user_id=user_id, private=private)
+        self._transport.call(rpcs.SET_PRIVACY, request, timeout, metadata)
+
+    def list_follow_requests(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Page[PendingRequest]:
+        """One page of the requests waiting for the user's answer, newest first."""
+        request = pb.ListFollowRequestsRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_FOLLOW_REQUESTS, request, timeout, metadata)
+        return Page([PendingRequest.of(entry) for entry in reply.requests], reply.next_page_token)
+
+    def iter_follow_requests(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Iterator[PendingRequest]:
+        """Every pending request from ``page_token`` on, newest first; ``timeout`` is per page."""
+        return walk_pages(
+            lambda token: self.list_follow_requests(
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+            ),
+            page_token,
+        )
+
+    def accept_follow_request(
+        self, user_id: int, requester_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Make the requested follow (and count it). Idempotent once accepted."""
+        request = pb.AcceptFollowRequestRequest(user_id=user_id, requester_id=requester_id)
+        self._transport.call(rpcs.ACCEPT_FOLLOW_REQUEST, request, timeout, metadata)
+
+    def reject_follow_request(
+        self, user_id: int, requester_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Drop the request. Idempotent."""
+        request = pb.RejectFollowRequestRequest(user_id=user_id, requester_id=requester_id)
+        self._transport.call(rpcs.REJECT_FOLLOW_REQUEST, request, timeout, metadata)
+
+    # Blocks
+
+    def block(
+        self, blocker_id: int, blocked_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Remove follows and requests both ways and refuse new ones. Idempotent."""
+        request = pb.BlockRequest(blocker_id=blocker_id, blocked_id=blocked_id)
+        self._transport.call(rpcs.BLOCK, request, timeout, metadata)
+
+    def unblock(
+        self, blocker_id: int, blocked_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Lift the block (the follows it removed stay removed). Idempotent."""
+        request = pb.UnblockRequest(blocker_id=blocker_id, blocked_id=blocked_id)
+        self._transport.call(rpcs.UNBLOCK, request, timeout, metadata)
+
+    def remove_follower(
+        self, user_id: int, follower_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Drop ``follower_id``'s follow of ``user_id`` without blocking. Idempotent."""
+        request = pb.RemoveFollowerRequest(user_id=user_id, follower_id=follower_id)
+        self._transport.call(rpcs.REMOVE_FOLLOWER, request, timeout, metadata)
+
+    # Home timeline (TimelineService, same channel)
+
+    def get_home_timeline(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Page[int]:
+        """One page of tweet IDs of the user's home timeline, newest first (``page_size`` 0: 20; at most 100)."""
+        request = tpb.GetHomeTimelineRequest(user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.GET_HOME_TIMELINE, request, timeout, metadata)
+        return Page(list(reply.tweet_ids), reply.next_page_token)
+
+    def iter_home_timeline(
+        self,
+        user_id: int,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Iterator[int]:
+        """Every tweet ID of the home timeline from ``page_token`` on, newest first; ``timeout`` is per page."""
+        return walk_pages(
+            lambda token: self.get_home_timeline(
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+            ),
+            page_token,
+        )

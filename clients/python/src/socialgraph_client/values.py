@@ -1,0 +1,102 @@
+"""The plain values the clients return, and ``Page``: one page of a list and its next token."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Counts", "FollowEntry", "FollowState", "Page", "PendingRequest", "Relationship", "Suggestion"]
+
+T = TypeVar("T")
+
+
+class FollowState(StrEnum):
+    """What ``follow`` left in place."""
+
+    FOLLOWING = "FOLLOWING"
+    """The follow is in place (and counted)."""
+    REQUESTED = "REQUESTED"
+    """The followee is private: a pending request waits for ``accept_follow_request``."""
+
+
+@dataclass(frozen=True, slots=True)
+class FollowEntry:
+    user_id: int
+    followed_at: datetime
+
+    @classmethod
+    def of(cls, entry: Any) -> FollowEntry:
+        return cls(entry.user_id, entry.followed_at.ToDatetime(tzinfo=UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    user_id: int
+    requested_at: datetime
+
+    @classmethod
+    def of(cls, entry: Any) -> PendingRequest:
+        return cls(entry.user_id, entry.requested_at.ToDatetime(tzinfo=UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    user_id: int
+    followers: int
+    following: int
+
+    @classmethod
+    def of(cls, user_id: int, entry: Any) -> Counts:
+        return cls(user_id, entry.followers_count, entry.following_count)
+
+
+@dataclass(frozen=True, slots=True)
+class Relationship:
+    """How the actor relates to ``target_id``, from the actor's side."""
+
+    target_id: int
+    following: bool
+    followed_by: bool
+    requested: bool
+    requested_by: bool
+    blocking: bool
+    blocked_by: bool
+
+    @classmethod
+    def of(cls, r: Any) -> Relationship:
+        return cls(r.target_id, r.following, r.followed_by, r.requested, r.requested_by, r.blocking, r.blocked_by)
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    user_id: int
+    score: float
+    mutual_count: int
+
+    @classmethod
+    def of(cls, s: Any) -> Suggestion:
+        return cls(s.user_id, s.score, s.mutual_count)
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a list RPC. Hand ``next_page_token`` back as ``page_token`` for the next page
+    (to this client or another one: tokens are bound to the query, not to the connection);
+    an empty ``next_page_token`` means this was the last page."""
+
+    items: list[T]
+    next_page_token: str
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def last(self) -> bool:
+        """True on the last page."""
+        return not self.next_page_token

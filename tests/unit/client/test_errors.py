@@ -1,0 +1,148 @@
+"""A failed call becomes the error class of its code family, with the status details read back."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+from socialgraph_client import (
+    Aborted,
+    AlreadyExists,
+    Cancelled,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+    ResourceExhausted,
+    SocialGraphError,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+)
+from socialgraph_client.errors import error_from_rpc
+
+from graph_service.api.error_mapping import to_grpc_status
+from graph_service.domain.errors import Blocked, RateLimited
+
+
+class Failed(grpc.RpcError):
+    """What gRPC raises for a failed call: the error is also the call (code, details, metadata)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str = "", trailing: Any = (), initial: Any = ()) -> None:
+        self._code, self._details, self._trailing, self._initial = code, details, trailing, initial
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> Any:
+        return self._trailing
+
+    def initial_metadata(self) -> Any:
+        return self._initial
+
+
+FAMILIES = [
+    (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument),
+    (grpc.StatusCode.OUT_OF_RANGE, InvalidArgument),
+    (grpc.StatusCode.NOT_FOUND, NotFound),
+    (grpc.StatusCode.ALREADY_EXISTS, AlreadyExists),
+    (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition),
+    (grpc.StatusCode.ABORTED, Aborted),
+    (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied),
+    (grpc.StatusCode.UNAUTHENTICATED, Unauthenticated),
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, ResourceExhausted),
+    (grpc.StatusCode.UNAVAILABLE, Unavailable),
+    (grpc.StatusCode.DEADLINE_EXCEEDED, DeadlineExceeded),
+    (grpc.StatusCode.CANCELLED, Cancelled),
+    (grpc.StatusCode.UNIMPLEMENTED, Unimplemented),
+    (grpc.StatusCode.INTERNAL, Internal),
+    (grpc.StatusCode.UNKNOWN, Internal),
+    (grpc.StatusCode.DATA_LOSS, Internal),
+]
+
+
+@pytest.mark.parametrize(("code", "family"), FAMILIES, ids=[code.name for code, _ in FAMILIES])
+def test_each_code_raises_its_family(code: grpc.StatusCode, family: type[SocialGraphError]) -> None:
+    error = error_from_rpc(Failed(code, "went wrong"), "req-1")
+    assert type(error) is family
+    assert isinstance(error, SocialGraphError)
+    assert (error.code, error.message, error.reason, error.request_id) == (code, "went wrong", "", "req-1")
+
+
+def test_every_code_but_ok_has_a_family() -> None:
+    assert {code for code, _ in FAMILIES} == set(grpc.StatusCode) - {grpc.StatusCode.OK}
+
+
+def test_reason_and_metadata_come_from_the_servers_error_info() -> None:
+    """The server's own mapping of ``Blocked`` read back by the client."""
+    status = to_grpc_status(Blocked(1, 2))
+    error = error_from_rpc(Failed(grpc.StatusCode.FAILED_PRECONDITION, status.details, status.trailing_metadata), "r")
+    assert isinstance(error, FailedPrecondition)
+    assert error.reason == Reason.BLOCKED
+    assert error.metadata
+    assert error.retry_after is None
+    assert "FAILED_PRECONDITION BLOCKED" in str(error)
+
+
+def test_retry_after_comes_from_retry_info() -> None:
+    status = to_grpc_status(RateLimited(7, 400, 86400, 12.5))
+    error = error_from_rpc(Failed(grpc.StatusCode.RESOURCE_EXHAUSTED, "", status.trailing_metadata), "r")
+    assert isinstance(error, ResourceExhausted)
+    assert error.reason == Reason.RATE_LIMITED
+    assert error.retry_after == pytest.approx(12.5)
+
+
+def test_request_id_is_the_one_the_server_echoed() -> None:
+    """The server logs a call under its own ID when the one sent was unusable; the error says which."""
+    error = error_from_rpc(Failed(grpc.StatusCode.INTERNAL, initial=(("x-request-id", "server-7"),)), "sent-7")
+    assert error.request_id == "server-7"
+    assert "server-7" in str(error)
+
+
+def test_unreadable_details_leave_code_and_message() -> None:
+    """Details that are not a google.rpc.Status (a proxy's, a corrupted trailer) are ignored, not raised."""
+    trailing = (("grpc-status-details-bin", b"\xff\xffnot a status"),)
+    error = error_from_rpc(Failed(grpc.StatusCode.UNAVAILABLE, "proxy said no", trailing), "r")
+    assert isinstance(error, Unavailable)
+    assert (error.message, error.reason) == ("proxy said no", "")
+
+
+def test_a_retry_info_without_error_info_still_gives_retry_after() -> None:
+    delay = duration_pb2.Duration(seconds=3)
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    rich = status_pb2.Status(code=8, message="slow down", details=[detail]).SerializeToString()
+    error = error_from_rpc(
+        Failed(grpc.StatusCode.RESOURCE_EXHAUSTED, "slow down", (("grpc-status-details-bin", rich),)), "r"
+    )
+    assert (error.reason, error.retry_after) == ("", 3.0)
+
+
+def test_errors_survive_pickling() -> None:
+    """Celery result backends and process pools pickle exceptions."""
+    status = to_grpc_status(RateLimited(7, 400, 86400, 12.5))
+    error = error_from_rpc(Failed(grpc.StatusCode.RESOURCE_EXHAUSTED, "slow", status.trailing_metadata), "r-1", 3)
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
+    assert type(copy) is ResourceExhausted
+    assert (copy.code, copy.reason, copy.retry_after, copy.request_id, copy.attempts, str(copy)) == (
+        error.code, error.reason, error.retry_after, "r-1", 3, str(error),
+    )  # fmt: skip
+
+
+def test_another_domains_error_info_is_not_taken_for_a_reason() -> None:
+    """An ErrorInfo of a proxy (another domain) leaves ``reason`` empty rather than misleading."""
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.ErrorInfo(reason="QUOTA", domain="proxy.example"))
+    rich = status_pb2.Status(code=14, message="no", details=[detail]).SerializeToString()
+    error = error_from_rpc(Failed(grpc.StatusCode.UNAVAILABLE, "no", (("grpc-status-details-bin", rich),)), "r")
+    assert (error.reason, error.metadata) == ("", {})
