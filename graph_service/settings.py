@@ -61,6 +61,10 @@ class Settings:
 
     grpc_address: str = "[::]:50051"
     """Where the gRPC server listens (host:port)."""
+    serve_processes: int = 1
+    """``serve``: how many serving processes share the gRPC port (SO_REUSEPORT; the kernel spreads
+    connections among them); more than 1 needs a fixed port, and process ``i`` serves its metrics on
+    the metrics port plus ``i``."""
     dynamodb_endpoint: str = ""
     """DynamoDB endpoint URL; empty means the AWS default for the region (credentials: standard chain)."""
     aws_region: str = "us-east-1"
@@ -253,6 +257,10 @@ class Settings:
             )
         if not _is_host_port(self.grpc_address):
             raise SettingsError(f"SG_GRPC_ADDRESS must be host:port: {self.grpc_address!r}")
+        if not 1 <= self.serve_processes <= 64:
+            raise SettingsError(f"SG_SERVE_PROCESSES must be 1 to 64, not {self.serve_processes}")
+        if self.serve_processes > 1 and self.grpc_address.rsplit(":", 1)[1] == "0":
+            raise SettingsError("SG_SERVE_PROCESSES above 1 needs a fixed port in SG_GRPC_ADDRESS, not port 0")
         if self.log_level.strip().lower() not in LOG_LEVELS:
             raise SettingsError(f"SG_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)} (not {self.log_level!r})")
         if not 1 <= self.metrics_base_port <= 65_532:

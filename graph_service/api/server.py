@@ -60,13 +60,15 @@ async def start_grpc_server(
     authenticator: Authenticator | None = None,
     metrics: RpcMetrics | None = None,
     limits: LimitMetrics | None = None,
+    shared_port: bool = False,
 ) -> GrpcServer:
     """Serve both services on ``address`` (TLS with ``credentials``; callers checked by
     ``authenticator``, else open; calls counted in ``metrics``, limit refusals in ``limits``);
-    ``PortInUse`` if it cannot be bound."""
+    ``PortInUse`` if it cannot be bound. ``shared_port``: one of ``SG_SERVE_PROCESSES`` processes,
+    whose parent checked that the port was free; only then is SO_REUSEPORT on."""
     interceptor = RequestInterceptor(authenticator, metrics=metrics, limits=limits)
     # SO_REUSEPORT off: a second server on a taken port must fail, not share it silently.
-    server = grpc.aio.server(interceptors=[interceptor], options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(interceptors=[interceptor], options=[("grpc.so_reuseport", int(shared_port))])
     pb_grpc.add_SocialGraphServiceServicer_to_server(SocialGraphServicer(graph), server)
     timeline_pb2_grpc.add_TimelineServiceServicer_to_server(TimelineServicer(timeline), server)
     health_servicer = health_aio.HealthServicer()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import textwrap
@@ -34,7 +35,19 @@ def _run(build: Callable[[Settings], Awaitable[Runtime]], settings: Settings) ->
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from graph_service.entrypoints.server import build_server
 
+    if args.worker is not None:  # one of SG_SERVE_PROCESSES, started by the parent below
+        structlog.contextvars.bind_contextvars(worker=args.worker)
+        return _run(functools.partial(build_server, shared_port=True), settings)
+    if settings.serve_processes > 1:
+        from graph_service.entrypoints.serve_processes import run_processes
+
+        return asyncio.run(run_processes(settings))
     return _run(build_server, settings)
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    # Internal: how the SG_SERVE_PROCESSES parent starts each worker (SO_REUSEPORT on, the port checked).
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def _counters(settings: Settings, args: argparse.Namespace) -> int:
@@ -170,6 +183,7 @@ TLS = ("tls_cert_file", "tls_key_file", "tls_client_ca_file")
 LIMITS = ("follow_rate_limit", "follow_rate_window_seconds", "max_following")
 SERVING = (
     "grpc_address",
+    "serve_processes",
     "page_token_secret",
     "default_page_size",
     "max_page_size",
@@ -235,6 +249,7 @@ COMMANDS: dict[str, Command] = {
         " SIGINT, draining in-flight calls; SIGHUP re-reads the callers file.",
         (*PROCESS, *DYNAMODB, *CACHE, *TIMELINES, *AUTH, *TLS, *LIMITS, *SERVING),
         _serve,
+        _serve_arguments,
     ),
     "counters": Command(
         "run the counts consumer of the followers table's stream",

@@ -95,7 +95,7 @@ def _budget(settings: Settings, limits: LimitMetrics) -> RedisFollowBudget | Non
     return RedisFollowBudget(redis, metrics=limits)
 
 
-async def build_server(settings: Settings) -> ServerRuntime:
+async def build_server(settings: Settings, *, shared_port: bool = False) -> ServerRuntime:
     """The serving process, listening when this returns (gRPC, and metrics on ``SG_METRICS_ADDRESS``);
     ``PortInUse`` if an address is taken,
     ``SettingsError`` / ``CallersFileError`` / ``TlsFilesError`` if it would serve unsafely or
@@ -154,6 +154,7 @@ async def build_server(settings: Settings) -> ServerRuntime:
             graph,
             timeline,
             grace_seconds=settings.shutdown_grace_seconds,
+            shared_port=shared_port,
             credentials=credentials,
             authenticator=None if callers is None else callers.authenticator,
             metrics=RpcMetrics(registry),

@@ -61,9 +61,12 @@ def local_environment(dynamodb_port: int, redis_port: int, kafka_port: int | Non
 
 
 def component_environment(env: dict[str, str], command: str, metrics_base_port: int) -> dict[str, str]:
-    """``env`` plus the component's own metrics address: the base port plus its place in ``COMPONENTS``."""
+    """``env`` plus the component's own metrics address: the base port plus its place in ``COMPONENTS``;
+    ``serve`` runs as one process (its metrics port is the next component's plus its place, so
+    ``SG_SERVE_PROCESSES`` from the environment would collide with the consumers')."""
     port = metrics_base_port + COMPONENTS.index(command)
-    return {**env, "SG_METRICS_ADDRESS": f"127.0.0.1:{port}"}
+    own = {"SG_SERVE_PROCESSES": "1"} if command == "serve" else {}
+    return {**env, **own, "SG_METRICS_ADDRESS": f"127.0.0.1:{port}"}
 
 
 def metrics_urls(metrics_base_port: int) -> dict[str, str]:

@@ -87,3 +87,10 @@ def test_the_banner_lists_every_process_with_its_pid() -> None:
     for name, pid in pids.items():
         assert f"\n  {name:<15} pid {pid}\n" in banner
     assert "restarted" in banner
+
+
+def test_up_runs_one_serving_process_whatever_the_environment_says() -> None:
+    """``SG_SERVE_PROCESSES`` would put serve's workers on the consumers' metrics ports."""
+    env = {"SG_SERVE_PROCESSES": "4"}
+    assert component_environment(env, "serve", 9500)["SG_SERVE_PROCESSES"] == "1"
+    assert component_environment(env, "fanout", 9500)["SG_SERVE_PROCESSES"] == "4"  # not its setting

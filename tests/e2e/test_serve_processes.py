@@ -1,0 +1,118 @@
+"""``SG_SERVE_PROCESSES=2``: two serving processes on one port, each answering, each restarted
+after a crash, all drained by one SIGTERM; a port someone else holds is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import grpc
+from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+from socialgraph_devstack.processes import port_is_open
+
+from graph_service.settings import Settings
+from tests.support.children import Child, serve_process
+from tests.support.commands import REPO, command_environment
+from tests.support.polling import eventually
+from tests.support.scrape import scrape
+
+
+async def handled(metrics_port: int) -> float:
+    """IsFollowing calls this worker answered, from its /metrics (-1 while they do not answer)."""
+    try:
+        samples = (await scrape(metrics_port)).samples.get("grpc_server_handled_total", [])
+    except OSError:
+        return -1
+    return sum(value for labels, value in samples if labels.get("grpc_method") == "IsFollowing")
+
+
+def events(child: Child, name: str) -> list[dict[str, Any]]:
+    found = []
+    for line in child.log_path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == name:
+                found.append(entry)
+    return found
+
+
+def worker_pids(child: Child) -> list[int]:
+    """The workers' PIDs, in the order they were started (the first two, then each restart)."""
+    started = [pid for entry in events(child, "serve_processes_started") for pid in entry["pids"]]
+    return started + [entry["pid"] for entry in events(child, "serve_process_restarted")]
+
+
+async def test_two_processes_share_the_port_restart_after_a_crash_and_stop_together(
+    settings: Settings, tmp_path: Path
+) -> None:
+    async with serve_process(settings, tmp_path, SG_SERVE_PROCESSES="2", SG_LOG_LEVEL="info") as parent:
+        base = parent.metrics_port  # worker 0's; worker 1's is the next port
+
+        async def spread() -> tuple[float, float]:
+            for _ in range(8):  # new connections: the kernel picks a worker per connection
+                async with grpc.aio.insecure_channel(
+                    parent.address, options=[("grpc.use_local_subchannel_pool", 1)]
+                ) as ch:
+                    await pb_grpc.SocialGraphServiceStub(ch).IsFollowing(
+                        pb.IsFollowingRequest(follower_id=1, followee_id=2)
+                    )
+            return await handled(base), await handled(base + 1)
+
+        counts = await eventually(spread, lambda both: min(both) > 0, timeout=30)
+        assert all(count > 0 for count in counts)
+
+        async def pids() -> list[int]:
+            return worker_pids(parent)
+
+        first = await eventually(pids, lambda found: len(found) == 2)
+        os.kill(first[1], signal.SIGKILL)
+        now = await eventually(pids, lambda found: len(found) == 3, timeout=30)
+        assert now[2] not in first
+        (exited,) = events(parent, "serve_process_exited")
+        assert (exited["worker"], exited["code"]) == (1, -signal.SIGKILL)
+
+        async def answers_again() -> float:
+            await spread()
+            return await handled(base + 1)
+
+        await eventually(answers_again, lambda count: count > 0, timeout=30)  # a fresh worker, fresh counters
+        assert parent.running()
+
+        parent.send(signal.SIGTERM)
+        assert await parent.exit_code(timeout=30) == 0, parent.log()
+    assert not port_is_open(parent.port)
+
+    async def gone() -> list[int]:
+        return [pid for pid in now if Path(f"/proc/{pid}").exists()]  # noqa: ASYNC240 - procfs, instant
+
+    await eventually(gone, lambda alive: not alive, timeout=10)
+
+
+async def test_a_port_someone_else_holds_is_refused_before_any_worker_starts(settings: Settings) -> None:
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        env = command_environment(settings, SG_GRPC_ADDRESS=address, SG_SERVE_PROCESSES="2")
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "graph_service", "serve"],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on {address}" in done.stderr
+    assert "serve_processes_started" not in done.stdout + done.stderr
