@@ -24,6 +24,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
+import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -40,7 +42,7 @@ from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
 from graph_service.entrypoints.components import build_timelines
 from graph_service.events.records import TweetPosted
 from graph_service.settings import Settings
-from graph_service.timelines import keys
+from graph_service.timelines import keys, scripts
 
 AUTHOR = 1
 
@@ -105,6 +107,25 @@ async def bytes_per_entry(redis: aioredis.Redis, settings: Settings, ids: TweetI
     return float(usage or 0) / settings.timeline_cap
 
 
+async def redis_benchmark_rate(
+    redis: aioredis.Redis, redis_url: str, count: int, tweet_id: int, batch: int, settings: Settings
+) -> float:
+    """The physical baseline: ``redis-benchmark`` (C, pipelined ``batch`` deep) running the service's
+    own merge script, one call per entry, on keys spread over ``count`` timelines."""
+    sha = await redis.script_load(scripts.MERGE_IDS)
+    port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    command = [
+        "redis-benchmark", "-h", "127.0.0.1", "-p", port, "-n", str(count), "-r", str(count), "-P", str(batch),
+        "-c", "2", "-q", "EVALSHA", sha, "1", keys.home(0).replace("{0}", "{__rand_int__}"),
+        str(settings.timeline_cap), str(tweet_id),
+    ]  # fmt: skip
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, check=True)
+    match = re.search(r"([\d.]+) requests per second", done.stdout)
+    if match is None:
+        raise RuntimeError(f"redis-benchmark said: {done.stdout[-300:]} {done.stderr[-300:]}")
+    return float(match[1])
+
+
 async def measure(redis_url: str, followers_count: int, rounds: int) -> dict[str, Any]:
     settings = replace(Settings(), redis_url=redis_url, celebrity_threshold=followers_count + 1)
     followers = list(range(1_000_000, 1_000_000 + followers_count))
@@ -123,6 +144,8 @@ async def measure(redis_url: str, followers_count: int, rounds: int) -> dict[str
             await redis.flushall()
             service.append(await service_rate(settings, followers, ids.next_id()))
         await redis.flushall()
+        c_rate = await redis_benchmark_rate(redis, redis_url, followers_count, ids.next_id(), batch, settings)
+        await redis.flushall()
         per_entry = await bytes_per_entry(redis, settings, ids)
     finally:
         await redis.aclose()
@@ -132,6 +155,8 @@ async def measure(redis_url: str, followers_count: int, rounds: int) -> dict[str
         "baseline_lpush_ltrim_entries_per_s": round(max(trimmed)),
         "baseline_bare_lpush_entries_per_s": round(max(bare)),
         "ratio": round(max(service) / max(*trimmed, *bare), 3),
+        "baseline_redis_benchmark_entries_per_s": round(c_rate),
+        "ratio_vs_redis_benchmark": round(max(service) / c_rate, 3),
         "bytes_per_timeline_entry_at_cap": round(per_entry, 2),
     }
 

@@ -79,6 +79,10 @@ class Settings:
     """Socket timeout of Redis calls; past it a read falls back to DynamoDB."""
     redis_max_connections: int = 256
     """Most Redis calls in flight per process (and connections per Redis node); more wait their turn."""
+    near_cache_entries: int = 100_000
+    """``serve``: keys of follow states, counts and first list pages kept in the process, trusted
+    through Redis's invalidation messages and a read fence (docs/performance.md); 0: off. Off with
+    Redis Cluster."""
     cache_ttl_seconds: int = 86_400
     """Lifetime of cached follow states, lists, counts, relationships and privacy flags."""
     adjacency_cache_limit: int = 50_000
@@ -257,6 +261,8 @@ class Settings:
             )
         if not _is_host_port(self.grpc_address):
             raise SettingsError(f"SG_GRPC_ADDRESS must be host:port: {self.grpc_address!r}")
+        if self.near_cache_entries < 0:
+            raise SettingsError(f"SG_NEAR_CACHE_ENTRIES must be 0 or more, not {self.near_cache_entries}")
         if not 1 <= self.serve_processes <= 64:
             raise SettingsError(f"SG_SERVE_PROCESSES must be 1 to 64, not {self.serve_processes}")
         if self.serve_processes > 1 and self.grpc_address.rsplit(":", 1)[1] == "0":

@@ -19,6 +19,7 @@ import structlog
 from redis.commands.core import AsyncScript
 
 from graph_service.cache import keys, scripts
+from graph_service.cache.near_cache import NearCache
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
 from graph_service.domain.times import now_us
 from graph_service.redis_client.connect import AnyRedis
@@ -39,8 +40,18 @@ class GraphCache:
     """The graph's Redis entries (also the ``SuggestionCache``); used by the read-through and
     write-through wrappers of the API and by the counters consumer's repairs."""
 
-    def __init__(self, redis: AnyRedis, *, ttl_seconds: int, list_limit: int, max_in_flight: int = 256) -> None:
+    def __init__(
+        self,
+        redis: AnyRedis,
+        *,
+        ttl_seconds: int,
+        list_limit: int,
+        max_in_flight: int = 256,
+        near: NearCache | None = None,
+    ) -> None:
         self._redis = redis
+        self._near = near
+        """The serving process's copy of hot entries (follow states, counts, first pages), or None."""
         # redis-py raises "Too many connections" past its pool size instead of waiting; a call
         # over the limit waits here for its turn, so a burst never trips the circuit breaker.
         self._in_flight = asyncio.Semaphore(max_in_flight)
@@ -70,6 +81,12 @@ class GraphCache:
             self.hits += hits
             self.misses += misses
         self._metrics.count(kind, hits, misses)
+
+    def start(self) -> None:
+        """Open the near cache's invalidation connection (in the background; until it tracks, the
+        near cache is bypassed)."""
+        if self._near is not None:
+            self._near.start()
 
     def report_to(self, metrics: CacheMetrics) -> None:
         """Count hits and misses by kind into ``metrics`` (the process's registry), which also reads
@@ -145,12 +162,34 @@ class GraphCache:
         if not self.trusted:
             self._count("follow_state", 0, 1)
             return None
-        ok, value = await self._try(lambda: self._redis.get(keys.follow_state(follower_id, followee_id)))
+        key = keys.follow_state(follower_id, followee_id)
+        near = await self._near_values("follow_state", [key])
+        if near is not None:
+            self._count("follow_state", 1, 0)
+            return bool(near[0] == "1")
+        stamp = self._near.stamp(key) if self._near is not None else None
+        ok, value = await self._try(lambda: self._redis.get(key))
         if not ok or value is None:
             self._count("follow_state", 0, 1)
             return None
         self._count("follow_state", 1, 0)
+        if self._near is not None and stamp is not None:
+            self._near.put(key, value, stamp)
         return bool(value == "1")
+
+    async def _near_values(self, kind: str, near_keys: list[str], part: object = "") -> list[object] | None:
+        """The near cache's values of every key, after a fence (``near_cache.py``), or None: ask Redis."""
+        near = self._near
+        if near is None or not near.usable:
+            return None
+        if any(near.get(key, part) is None for key in near_keys):
+            near.count(kind, False)
+            return None
+        # Looked at again after the fence: an invalidation it flushed out has dropped the key.
+        values = [near.get(key, part) for key in near_keys] if await near.fence() and self.trusted else []
+        hit = bool(values) and all(value is not None for value in values)
+        near.count(kind, hit)
+        return values if hit else None
 
     async def fill_follow_state(self, follower_id: int, followee_id: int, following: bool, seen: str) -> None:
         await self._try(
@@ -329,6 +368,13 @@ class GraphCache:
         if not self.trusted:
             self._count("lists", 0, 1)
             return None
+        key = keys.list_key(direction, user_id)
+        if after is None:  # first pages only: the near cache keeps them by page size
+            near = await self._near_values("lists", [key], limit)
+            if near is not None:
+                self._count("lists", 1, 0)
+                return near[0]  # type: ignore[return-value]  # what put() kept under (key, limit)
+        stamp = self._near.stamp(key) if self._near is not None and after is None else None
         start = "+" if after is None else f"({after.position}"
         ok, members = await self._try(
             lambda: self._redis.zrange(
@@ -346,7 +392,10 @@ class GraphCache:
             return None
         self._count("lists", 1, 0)
         entries = [Edge.from_position(str(m)) for m in members if m != SENTINEL]
-        return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
+        page = EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
+        if self._near is not None and stamp is not None:
+            self._near.put(key, page, stamp, limit)
+        return page
 
     async def fill_list(self, direction: Direction, user_id: int, seen: str, entries: AsyncIterator[Edge]) -> bool:
         """Load a whole list into a temporary key, then swap it in only if no write came between."""
@@ -392,6 +441,12 @@ class GraphCache:
         if not self.trusted:
             self._count("counts", 0, len(user_ids))
             return {}
+        count_keys = [keys.counts(user_id) for user_id in user_ids]
+        near = await self._near_values("counts", count_keys)
+        if near is not None:
+            self._count("counts", len(user_ids), 0)
+            return dict(zip(user_ids, near, strict=True))  # type: ignore[arg-type]  # Counts, as put() kept them
+        stamps = [self._near.stamp(key) for key in count_keys] if self._near is not None else []
 
         async def read() -> list[list[str | None]]:
             pipe = self._redis.pipeline(transaction=False)
@@ -404,6 +459,10 @@ class GraphCache:
         for user_id, row in zip(user_ids, rows or [], strict=False):
             if row and None not in row:
                 found[user_id] = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+        if self._near is not None and stamps:
+            for user_id, key, stamp in zip(user_ids, count_keys, stamps, strict=True):
+                if user_id in found:
+                    self._near.put(key, found[user_id], stamp)
         self._count("counts", len(found), len(user_ids) - len(found))
         return found
 
@@ -433,4 +492,6 @@ class GraphCache:
     async def aclose(self) -> None:
         """Deliver owed invalidations if Redis answers now (one try), then close the client."""
         await self.deliver_owed()
+        if self._near is not None:
+            await self._near.aclose()
         await self._redis.aclose()

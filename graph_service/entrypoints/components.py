@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from graph_service.cache.graph_cache import GraphCache
+from graph_service.cache.near_cache import NearCache
 from graph_service.redis_client.connect import graph_cache_redis, timelines_redis
 from graph_service.settings import Settings
+from graph_service.telemetry.cache import NearCacheMetrics
 from graph_service.timelines.timeline_store import TimelineStore
 
 __all__ = ["build_graph_cache", "build_timelines"]
 
 
-def build_graph_cache(settings: Settings) -> GraphCache | None:
-    """The graph cache, or None when caching is switched off (``SG_REDIS_URL`` empty)."""
+def build_graph_cache(settings: Settings, *, near: NearCacheMetrics | None = None) -> GraphCache | None:
+    """The graph cache, or None when caching is switched off (``SG_REDIS_URL`` empty). ``near``: the
+    serving process's near cache too, counted there (not with Redis Cluster, nor with
+    ``SG_NEAR_CACHE_ENTRIES=0``); its invalidation connection opens at the first ``start()``."""
     redis = graph_cache_redis(settings)
     if redis is None:
         return None
+    wanted = near is not None and settings.near_cache_entries > 0 and not settings.redis_cluster
     return GraphCache(
         redis,
         ttl_seconds=settings.cache_ttl_seconds,
         list_limit=settings.adjacency_cache_limit,
         max_in_flight=settings.redis_max_connections,
+        near=NearCache(settings.redis_url, max_entries=settings.near_cache_entries, metrics=near) if wanted else None,
     )
 
 

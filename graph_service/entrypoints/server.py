@@ -25,7 +25,7 @@ from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
-from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.cache import CacheMetrics, NearCacheMetrics
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.rpc import RpcMetrics
@@ -125,7 +125,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     limits = LimitMetrics(registry)
     dynamo = AsyncDynamo.build(settings)
     store = DynamoGraphStore(dynamo, settings)
-    cache = build_graph_cache(settings)
+    cache = build_graph_cache(settings, near=NearCacheMetrics(registry))
     timelines = build_timelines(settings)
     closers: list[Closer] = []
     changes: GraphChanges = NoGraphCache()
@@ -134,6 +134,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     bulk_lists: ListReads = store
     if cache is not None:
         cache.report_to(CacheMetrics(registry))
+        cache.start()
         cached = CachedGraphReads(store, cache)
         changes, reads, relationships, bulk_lists = CacheWriteThrough(cache), cached, cached, cached.cold()
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more

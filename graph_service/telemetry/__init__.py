@@ -1,8 +1,8 @@
 """Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count.
 
-Every metric group (one class per module: ``CacheMetrics``, ``CountersMetrics``, ``FanoutMetrics``,
-``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``, ``StreamMetrics``, ``TopicMetrics``) is exported
-here, with ``FailureLog`` (rate-limited failure lines).
+Every metric group (one class per module: ``CacheMetrics`` with ``NearCacheMetrics``,
+``CountersMetrics``, ``FanoutMetrics``, ``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``,
+``StreamMetrics``, ``TopicMetrics``) is exported here, with ``FailureLog`` (rate-limited failure lines).
 
 Each process (each runtime: ``serve``, ``counters``, ``relay``, ``fanout``) owns one
 ``CollectorRegistry`` made by ``process_registry()`` and hands the metric groups built on it to the
@@ -14,7 +14,7 @@ A component built without a metric group (unit tests, tools) counts into a priva
 nobody reads: the counting code has no "metrics off" branch.
 """
 
-from graph_service.telemetry.cache import CacheMetrics
+from graph_service.telemetry.cache import CacheMetrics, NearCacheMetrics
 from graph_service.telemetry.counters import CountersMetrics
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.fanout import FanoutMetrics
@@ -35,6 +35,7 @@ __all__ = [
     "Heartbeat",
     "LimitMetrics",
     "MethodMetrics",
+    "NearCacheMetrics",
     "RelayMetrics",
     "RpcMetrics",
     "StreamMetrics",

@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-__all__ = ["KINDS", "CacheMetrics"]
+__all__ = ["KINDS", "NEAR_KINDS", "CacheMetrics", "NearCacheMetrics"]
 
 KINDS = ("follow_state", "lists", "counts", "relationships", "privacy")
+NEAR_KINDS = ("follow_state", "lists", "counts")
 
 
 class CacheMetrics:
@@ -53,3 +54,48 @@ class CacheMetrics:
         """Read the cache's breaker and debt when scraped."""
         self._breaker.set_function(lambda: float(breaker_open()))
         self._owed.set_function(lambda: float(owed()))
+
+
+class NearCacheMetrics:
+    """The serving process's near cache (``graph_service/cache/near_cache.py``): reads it answered
+    or not, by kind; fences sent and the reads that waited on them; entries; whether it is usable."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        hits = Counter(
+            "socialgraph_near_cache_hits",
+            "Reads answered from the process's near cache (after a fence), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        misses = Counter(
+            "socialgraph_near_cache_misses",
+            "Reads the near cache could not answer (absent, invalidated by the fence, or not usable), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self._hits = {kind: hits.labels(kind) for kind in NEAR_KINDS}
+        self._misses = {kind: misses.labels(kind) for kind in NEAR_KINDS}
+        self.fences = Counter(
+            "socialgraph_near_cache_fences",
+            "PINGs sent on the invalidation connection as read fences.",
+            registry=registry,
+        )
+        self.fence_waits = Counter(
+            "socialgraph_near_cache_fence_waits",
+            "Reads that waited on a fence (shared by reads at once).",
+            registry=registry,
+        )
+        self._entries = Gauge("socialgraph_near_cache_entries", "Keys held in the near cache.", registry=registry)
+        self._usable = Gauge(
+            "socialgraph_near_cache_usable",
+            "1 while the invalidation connection tracks (else the near cache is bypassed and empty).",
+            registry=registry,
+        )
+
+    def count(self, kind: str, hit: bool) -> None:
+        (self._hits if hit else self._misses)[kind].inc()
+
+    def watch(self, entries: Callable[[], int], usable: Callable[[], bool]) -> None:
+        self._entries.set_function(lambda: float(entries()))
+        self._usable.set_function(lambda: float(usable()))

@@ -1,0 +1,189 @@
+"""Every SPEC §8 figure in one run: each benchmark of ``bench/`` in turn, then one table.
+
+Run: bench/run_all [--quick] [--json PATH]
+
+Installs h2load (``nghttp2-client``) and redis-benchmark (``redis-tools``) with apt-get if they are
+missing. Each benchmark runs as its own process with its own private stack, prints its JSON, and
+gives rows of (figure, service, baseline, ratio, target, pass); the table is printed and written
+as JSON (default ``.local/bench/run_all.json``). A figure no benchmark measures yet is a row that
+says so, not a pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Row:
+    figure: str
+    service: str
+    baseline: str
+    ratio: float | None
+    target: str
+    passed: bool | None
+
+
+Extract = Callable[[dict[str, Any]], list[Row]]
+
+
+def at_least(ratio: float, target: float) -> bool:
+    return ratio >= target
+
+
+def cached_h2load(report: dict[str, Any]) -> list[Row]:
+    rows = [
+        Row(f"cached {name} (h2load)", f"{r['service_rps']} rps", f"echo {r['echo_rps']} rps", r["ratio"], ">= 0.8",
+            at_least(r["ratio"], 0.8))
+        for name, r in report["results"].items()
+    ]  # fmt: skip
+    for n, r in report["serve_processes"].items():
+        rows.append(
+            Row(f"IsFollowing, SG_SERVE_PROCESSES={n} (h2load)", f"{r['is_following_rps']} rps", f"{n} x one process",
+                r["ratio_to_n_x_one"], "reported", None)
+        )  # fmt: skip
+    return rows
+
+
+def cached_python(report: dict[str, Any]) -> list[Row]:
+    return [
+        Row(f"cached {name} (Python client)", f"{r['service_rps']} rps", f"echo {r['echo_rps']} rps", r["ratio"],
+            ">= 0.8", at_least(r["ratio"], 0.8))
+        for name, r in report["results"].items()
+    ]  # fmt: skip
+
+
+def relationships(report: dict[str, Any]) -> list[Row]:
+    return [
+        Row("GetRelationships x100 targets/s", f"{report['get_relationships_targets_per_s']}",
+            f"IsFollowing {report['is_following_targets_per_s']}", report["ratio"], ">= 30",
+            at_least(report["ratio"], 30))
+    ]  # fmt: skip
+
+
+def follow_latency(report: dict[str, Any]) -> list[Row]:
+    ratio = report["p50_ratio"]
+    return [
+        Row("Follow p50", f"{report['follow']['p50_ms']} ms",
+            f"TransactWriteItems {report['bare_transact_write_items']['p50_ms']} ms", ratio, "<= 1.2", ratio <= 1.2)
+    ]  # fmt: skip
+
+
+def fanout(report: dict[str, Any]) -> list[Row]:
+    ratio = report["ratio_vs_redis_benchmark"]
+    return [
+        Row(f"fanout of {report['followers']:,} entries", f"{report['service_entries_per_s']}/s",
+            f"redis-benchmark {report['baseline_redis_benchmark_entries_per_s']}/s", ratio, ">= 0.5",
+            at_least(ratio, 0.5)),
+        Row("fanout vs Python pipelined LPUSH", f"{report['service_entries_per_s']}/s",
+            f"{report['baseline_bare_lpush_entries_per_s']}/s", report["ratio"], "reported", None),
+    ]  # fmt: skip
+
+
+def import_edges(report: dict[str, Any]) -> list[Row]:
+    ratio = report["ratio"]
+    return [
+        Row("import edges/s", f"{report['import_edges_per_second']}",
+            f"TransactWriteItems {report['bare_transact_write_items_edges_per_second']}", ratio, ">= 0.5",
+            at_least(ratio, 0.5))
+    ]  # fmt: skip
+
+
+NOT_MEASURED = [
+    Row("fanout, 1 vs 2 workers on a partitioned topic", "-", "-", None, "reported", None),
+    Row("counts exact after a 10,000-follow burst", "-", "-", None, "<= 1 s", None),
+    Row("home timeline first page of 20 (h2load, Python client)", "-", "-", None, ">= 0.8 of echo", None),
+]
+
+
+def benchmarks(quick: bool) -> list[tuple[str, list[str], Extract]]:
+    seconds = "2" if quick else "4"
+    return [
+        ("cached_reads_h2load", ["--seconds", seconds], cached_h2load),
+        ("cached_reads", ["--seconds", seconds], cached_python),
+        ("relationships", ["--seconds", seconds], relationships),
+        ("follow_latency", ["--count", "150" if quick else "400"], follow_latency),
+        ("fanout", ["--followers", "200000" if quick else "1000000", "--rounds", "1"], fanout),
+        ("import_edges", ["--rows", "2000" if quick else "6000"], import_edges),
+    ]
+
+
+def ensure_tools() -> None:
+    """h2load and redis-benchmark, from Debian's packages, installed if missing."""
+    wanted = {"h2load": "nghttp2-client", "redis-benchmark": "redis-tools"}
+    missing = [package for tool, package in wanted.items() if shutil.which(tool) is None]
+    if not missing:
+        return
+    print(f"installing {', '.join(missing)} (apt-get)", file=sys.stderr)
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True)
+
+
+def run(module: str, args: list[str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{module}", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.{module} failed ({done.returncode}): {done.stderr[-2000:]}")
+    report: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{") :])
+    return report
+
+
+def table(rows: list[Row]) -> str:
+    head = ("figure", "service", "baseline", "ratio", "target", "pass")
+    cells = [
+        (r.figure, r.service, r.baseline, "-" if r.ratio is None else f"{r.ratio:.3f}", r.target,
+         "-" if r.passed is None else ("PASS" if r.passed else "FAIL"))
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
+    lines = ["  ".join(str(c[i]).ljust(widths[i]) for i in range(len(head))) for c in [head, *cells]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="shorter runs and smaller scales (a smoke run)")
+    parser.add_argument("--json", type=Path, default=ROOT / ".local" / "bench" / "run_all.json")
+    args = parser.parse_args()
+    ensure_tools()
+    rows: list[Row] = []
+    reports: dict[str, Any] = {}
+    started = time.monotonic()
+    for module, bench_args, extract in benchmarks(args.quick):
+        print(f"== bench.{module} {' '.join(bench_args)}", file=sys.stderr, flush=True)
+        try:
+            reports[module] = run(module, bench_args)
+            rows.extend(extract(reports[module]))
+        except (RuntimeError, ValueError, KeyError) as exc:
+            rows.append(Row(f"bench.{module}", "failed", str(exc)[-80:], None, "-", False))
+    rows.extend(NOT_MEASURED)
+    print(table(rows))
+    machine = {"cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip(),
+               "python": platform.python_version(), "platform": platform.platform()}  # fmt: skip
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps(
+            {"machine": machine, "seconds": round(time.monotonic() - started), "rows": [asdict(r) for r in rows],
+             "reports": reports},
+            indent=2,
+        )
+    )  # fmt: skip
+    print(f"written: {args.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

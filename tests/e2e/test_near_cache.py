@@ -1,0 +1,132 @@
+"""Two serving processes, each with its near cache: writes through one, reads through the other,
+never an answer older than the last acknowledged write (SPEC §3), also while the near caches'
+invalidation connections are killed again and again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+import redis.asyncio as aioredis
+from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+
+from graph_service.cache.near_cache import CONNECTION_NAME
+from graph_service.settings import Settings
+from tests.support.children import Child, serve_process
+from tests.support.polling import eventually
+from tests.support.scrape import scrape
+
+PAIRS = 8
+ROUNDS = 16
+READS_AFTER = 4
+
+
+async def near_hits(child: Child) -> float:
+    samples = (await scrape(child.metrics_port)).samples.get("socialgraph_near_cache_hits_total", [])
+    return sum(value for _, value in samples)
+
+
+async def tracking(child: Child) -> bool:
+    samples = (await scrape(child.metrics_port)).samples.get("socialgraph_near_cache_usable", [])
+    return bool(samples) and samples[0][1] == 1.0
+
+
+@contextlib.asynccontextmanager
+async def two_servers(settings: Settings, tmp_path: Path) -> AsyncIterator[tuple[Child, Child]]:
+    async with (
+        serve_process(settings, tmp_path / "a") as writer,
+        serve_process(settings, tmp_path / "b") as reader,
+    ):
+        await eventually(lambda: tracking(reader), bool, timeout=30)
+        yield writer, reader
+
+
+async def interleave(writer: Child, reader: Child) -> int:
+    """Per pair: read through ``reader`` (its near cache fills), write through ``writer``, then read
+    again through ``reader`` at once, several times; every read after the write must see it."""
+    checked = 0
+    async with (
+        grpc.aio.insecure_channel(writer.address) as write_channel,
+        grpc.aio.insecure_channel(reader.address) as read_channel,
+    ):
+        writes = pb_grpc.SocialGraphServiceStub(write_channel)
+        reads = pb_grpc.SocialGraphServiceStub(read_channel)
+
+        async def state(follower: int, followee: int) -> bool:
+            reply = await reads.IsFollowing(pb.IsFollowingRequest(follower_id=follower, followee_id=followee))
+            return bool(reply.following)
+
+        async def listed(follower: int, followee: int) -> bool:
+            reply = await reads.ListFollowers(pb.ListFollowersRequest(user_id=followee))
+            return follower in {entry.user_id for entry in reply.followers}
+
+        async def pair(index: int) -> int:
+            follower, followee = 100 + index, 900 + index
+            seen = 0
+            for round_ in range(ROUNDS):
+                following = round_ % 2 == 0
+                before = await asyncio.gather(state(follower, followee), listed(follower, followee))
+                assert before == [not following, not following], (index, round_, "before")
+                if following:
+                    await writes.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
+                else:
+                    await writes.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
+                for batch in range(2):  # the first fills the near cache, the second reads it
+                    after = await asyncio.gather(
+                        *(state(follower, followee) for _ in range(READS_AFTER)), listed(follower, followee)
+                    )
+                    assert after == [following] * (READS_AFTER + 1), (index, round_, batch, after)
+                    seen += len(after)
+                seen += 2
+            return seen
+
+        for count in await asyncio.gather(*(pair(i) for i in range(PAIRS))):
+            checked += count
+    return checked
+
+
+async def test_reads_on_one_process_never_miss_a_write_acknowledged_by_another(
+    settings: Settings, tmp_path: Path
+) -> None:
+    async with two_servers(settings, tmp_path) as (writer, reader):
+        checked = await interleave(writer, reader)
+        assert checked >= PAIRS * ROUNDS * (2 + 2 * (READS_AFTER + 1))
+        assert await near_hits(reader) > checked / 5  # the near cache answered, it was not bypassed
+
+
+async def test_reads_stay_fresh_while_the_invalidation_connections_are_killed(
+    settings: Settings, tmp_path: Path, redis_url: str
+) -> None:
+    async with two_servers(settings, tmp_path) as (writer, reader):
+        client = aioredis.from_url(redis_url, decode_responses=True)
+        killed = 0
+
+        async def kill_tracking() -> None:
+            nonlocal killed
+            while True:
+                for entry in await client.client_list():
+                    if entry.get("name") == CONNECTION_NAME:
+                        with contextlib.suppress(aioredis.ResponseError):
+                            await client.client_kill_filter(_id=entry["id"])
+                            killed += 1
+                await asyncio.sleep(0.05)  # a fault injected every 50 ms, not a synchronisation
+
+        killer = asyncio.create_task(kill_tracking())
+        try:
+            checked = await interleave(writer, reader)
+        finally:
+            killer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await killer
+            await client.aclose()
+        assert checked >= PAIRS * ROUNDS * (2 + 2 * (READS_AFTER + 1))
+        assert killed >= 5, killed
+        await eventually(lambda: tracking(reader), bool, timeout=30)  # and it comes back
+
+
+pytestmark = pytest.mark.timeout(240)
