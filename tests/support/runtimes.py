@@ -68,6 +68,11 @@ def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -
         redis_timeout_seconds=2.0,
         # Every runtime's /metrics on a free port: tests run several runtimes (and two workers) at once.
         metrics_address="127.0.0.1:0",
+        # The servers built in the test process skip the near cache: every one would track every
+        # graph-cache key change of the shared Redis, which cost CI about 40 s. Its own tests turn it
+        # on (tests/integration/cache/test_near_cache.py, tests/e2e/test_near_cache.py, whose
+        # `serve` children have it by default), and the API suites passed with it on.
+        near_cache_entries=0,
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
 
