@@ -8,7 +8,9 @@ the kernel spread connections among them. This parent only checks the port, star
   (exit 2) before any worker starts; only the workers turn SO_REUSEPORT on;
 - worker ``I`` serves its metrics on the metrics port plus ``I`` (port 0 stays 0);
 - SIGTERM/SIGINT go to every worker (each drains its calls as a single ``serve`` does), SIGHUP
-  too (the callers file); the parent exits 0 once all have exited 0, else 1;
+  too (the callers file); the parent exits 0 once all have exited 0, else 1; the workers run in
+  a session of their own, so only the parent hears a terminal's Ctrl-C (and a parent killed with
+  SIGKILL leaves them running: stop them with SIGTERM);
 - a worker that exits with 2 (a configuration error: restarting cannot help) stops the others,
   and the parent exits 2; a worker that exits otherwise (killed, a dependency unreachable, a bug)
   is started again after a jittered backoff (1 s doubling to 30 s, reset after a minute up), and
@@ -102,6 +104,10 @@ async def run_processes(settings: Settings) -> int:
             "--worker",
             str(worker.index),
             env=worker_environment(settings, worker.index, dict(os.environ)),
+            # A group of its own: Ctrl-C in a terminal signals the whole foreground group, and a
+            # worker given that SIGINT and then the parent's forwarded one would take the second
+            # as "stop now" and skip its drain. The parent alone hears the terminal.
+            start_new_session=True,
         )
         worker.started = time.monotonic()
 
