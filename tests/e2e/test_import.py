@@ -233,15 +233,15 @@ async def check_end_state(settings: Settings, plan: Plan, source: Path) -> int:
 async def test_killed_half_way_and_run_again_it_ends_as_one_run_with_exact_counts(
     settings: Settings, counters: asyncio.Task[None], tmp_path: Path
 ) -> None:
-    """5,000 lines among 150 users (several of the importer's batches either side of the kill);
+    """3,000 lines among 150 users (several of the importer's batches either side of the kill);
     SIGKILL once half the file is settled; the second run finishes it."""
-    plan = make_plan(5_000, 150, seed=5)
+    plan = make_plan(3_000, 150, seed=5)
     await seed(settings, plan)
     source = tmp_path / "edges.csv"
     source.write_text(plan.text())
 
     async with started(settings, source) as first:
-        at_kill = await watermark_reaches(source, 2_500)
+        at_kill = await watermark_reaches(source, 1_500)
         first.kill()
         await first.wait()
     assert first.returncode == -signal.SIGKILL
