@@ -44,11 +44,13 @@ def grpc_frame(message: Message) -> bytes:
     return b"\0" + struct.pack(">I", len(body)) + body
 
 
-def h2load(port: int, method: str, body: Path, seconds: float, cpus: str | None = None) -> float:
+def h2load(
+    port: int, method: str, body: Path, seconds: float, cpus: str | None = None, *, service: str = SERVICE
+) -> float:
     """Requests per second that h2load sustained (every reply checked to be HTTP 200)."""
     command = [
         "h2load", "-c", "4", "-m", "16", "-D", str(max(1, round(seconds))), "--warm-up-time=1", "-d", str(body),
-        "-H", "content-type: application/grpc", "-H", "te: trailers", f"http://127.0.0.1:{port}{SERVICE}/{method}",
+        "-H", "content-type: application/grpc", "-H", "te: trailers", f"http://127.0.0.1:{port}{service}/{method}",
     ]  # fmt: skip
     if cpus is not None:
         command = ["taskset", "-c", cpus, *command]
