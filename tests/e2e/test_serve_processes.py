@@ -54,8 +54,18 @@ def worker_pids(child: Child) -> list[int]:
 async def test_two_processes_share_the_port_restart_after_a_crash_and_stop_together(
     settings: Settings, tmp_path: Path
 ) -> None:
-    async with serve_process(settings, tmp_path, SG_SERVE_PROCESSES="2", SG_LOG_LEVEL="info") as parent:
-        base = parent.metrics_port  # worker 0's; worker 1's is the next port
+    # Metrics on port 0: each worker takes a free port and logs it (a fixed base port's neighbour
+    # may be taken by another test's server).
+    settings_env = {"SG_SERVE_PROCESSES": "2", "SG_LOG_LEVEL": "info", "SG_METRICS_ADDRESS": "127.0.0.1:0"}
+    async with serve_process(settings, tmp_path, **settings_env) as parent:
+
+        async def metrics_ports() -> dict[int, int]:
+            """Each worker's metrics port, the newest start's."""
+            return {
+                e["worker"]: int(e["url"].rsplit(":", 1)[1].split("/")[0]) for e in events(parent, "metrics_serving")
+            }
+
+        ports = await eventually(metrics_ports, lambda found: set(found) == {0, 1})
 
         async def spread() -> tuple[float, float]:
             for _ in range(8):  # new connections: the kernel picks a worker per connection
@@ -68,7 +78,7 @@ async def test_two_processes_share_the_port_restart_after_a_crash_and_stop_toget
                         await pb_grpc.SocialGraphServiceStub(ch).IsFollowing(
                             pb.IsFollowingRequest(follower_id=1, followee_id=2)
                         )
-            return await handled(base), await handled(base + 1)
+            return await handled(ports[0]), await handled(ports[1])
 
         counts = await eventually(spread, lambda both: min(both) > 0, timeout=30)
         assert all(count > 0 for count in counts)
@@ -83,9 +93,11 @@ async def test_two_processes_share_the_port_restart_after_a_crash_and_stop_toget
         (exited,) = events(parent, "serve_process_exited")
         assert (exited["worker"], exited["code"]) == (1, -signal.SIGKILL)
 
+        ports = await eventually(metrics_ports, lambda found: found.get(1) not in (None, ports[1]), timeout=30)
+
         async def answers_again() -> float:
             await spread()
-            return await handled(base + 1)
+            return await handled(ports[1])
 
         await eventually(answers_again, lambda count: count > 0, timeout=30)  # a fresh worker, fresh counters
         assert parent.running()

@@ -83,16 +83,15 @@ def _start(settings: Settings, command: str, log_dir: Path, extra: dict[str, str
     log_dir.mkdir(parents=True, exist_ok=True)
     metrics_port = free_port()
     address = f"127.0.0.1:{free_port()}" if command == "serve" else ""
-    env = command_environment(
-        settings,
-        SG_METRICS_ADDRESS=f"127.0.0.1:{metrics_port}",
-        SG_STREAM_POLL_SECONDS=str(settings.stream_poll_seconds),
-        SG_SHARD_REFRESH_SECONDS=str(settings.shard_refresh_seconds),
+    defaults = {
+        "SG_METRICS_ADDRESS": f"127.0.0.1:{metrics_port}",
+        "SG_STREAM_POLL_SECONDS": str(settings.stream_poll_seconds),
+        "SG_SHARD_REFRESH_SECONDS": str(settings.shard_refresh_seconds),
         **({"SG_GRPC_ADDRESS": address} if address else {}),
         # The tests' servers in process sign page tokens with this key: a child's tokens must match.
         **({"SG_PAGE_TOKEN_SECRET": settings.page_token_secret} if settings.page_token_secret else {}),
-        **extra,
-    )
+    }
+    env = command_environment(settings, **{**defaults, **extra})  # ``extra`` may replace a default
     log_path = log_dir / f"{command}.log"
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
