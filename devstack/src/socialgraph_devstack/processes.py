@@ -7,6 +7,7 @@ started it, which stops its children in its own order (``socialgraph up``: the l
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -29,11 +30,35 @@ __all__ = [
 ]
 
 
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands out for ``bind(port 0)`` (Linux's default range starts at 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A port free now, for a server that binds it a moment later (DynamoDB Local takes seconds).
+
+    Drawn below the kernel's ephemeral range: a port the kernel gave to a ``bind(port 0)`` and then
+    freed could be given to the next one in the meantime (a metrics server on port 0 once took
+    DynamoDB Local's port while the JVM started), and ports below the range are never handed out so.
+    """
+    floor = min(_ephemeral_floor(), 65536)
+    low = 10_000 if floor > 12_000 else 1024
+    for _ in range(200):
+        port = secrets.randbelow(floor - low) + low
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # the low range is crowded: let the kernel choose
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
 
 
 def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
