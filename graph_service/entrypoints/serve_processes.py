@@ -32,6 +32,7 @@ import structlog
 
 from graph_service.domain.retry import Backoff, pause
 from graph_service.entrypoints.exits import Exit
+from graph_service.entrypoints.metrics_http import metrics_address
 from graph_service.settings import PortInUse, Settings
 
 __all__ = ["check_port_free", "run_processes", "worker_environment"]
@@ -59,14 +60,13 @@ def check_port_free(address: str) -> None:
 
 def worker_environment(settings: Settings, index: int, environ: dict[str, str]) -> dict[str, str]:
     """The environment of worker ``index``: one process each, metrics on their own port."""
-    env = dict(environ)
-    env["SG_SERVE_PROCESSES"] = "1"
-    if settings.metrics_address:
-        host, _, port = settings.metrics_address.rpartition(":")
-        env["SG_METRICS_ADDRESS"] = f"{host}:{int(port) + index}" if int(port) else settings.metrics_address
-    else:
-        env["SG_METRICS_ADDRESS"] = f"127.0.0.1:{9464 + index}"
-    return env
+    address = metrics_address(settings, "serve")  # SG_METRICS_ADDRESS, or serve's default port
+    host, _, port = address.rpartition(":")
+    return {
+        **environ,
+        "SG_SERVE_PROCESSES": "1",
+        "SG_METRICS_ADDRESS": f"{host}:{int(port) + index}" if int(port) else address,
+    }
 
 
 @dataclass
