@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from graph_service.api.author_memo import AuthorMemo
 from graph_service.api.page_tokens import PageTokenCodec
 from graph_service.api.paging import page_size
 from graph_service.domain.errors import TimelineUnavailable
@@ -26,6 +27,10 @@ __all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "TimelinePage", "TimelineServic
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 RELATIONSHIP_BATCH = 100
+MIN_WINDOW = 32
+"""Timeline entries read (and their authors looked up) at a time, at least."""
+AUTHOR_MEMO_ENTRIES = 200_000
+"""Tweet authors a process remembers (about 20 MB): a few thousand users' first pages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,7 @@ class TimelineService:
         self._tokens = PageTokenCodec(*settings.page_token_secrets)
         self._celebrity_refresh = settings.celebrity_refresh_seconds
         self._celebrity_copy: tuple[float, list[int]] = (0.0, [])
+        self._author_memo = AuthorMemo(AUTHOR_MEMO_ENTRIES)
 
     @property
     def has_timelines(self) -> bool:
@@ -68,26 +74,53 @@ class TimelineService:
         return TimelinePage(page, token)
 
     async def _page(self, timelines: TimelineReads, user_id: int, size: int, before: int | None) -> list[int]:
-        """Up to ``size + 1`` readable entries older than ``before`` (one more tells if a next page exists)."""
-        pushed, celebrities = await asyncio.gather(timelines.home(user_id), self._celebrities(timelines))
+        """Up to ``size + 1`` readable entries older than ``before`` (one more tells if a next page exists).
+
+        The pushed timeline is read a window at a time (``size + 1`` entries, at least
+        ``MIN_WINDOW``), newest first, and merged with the followed celebrities' recent tweets down to
+        the window's oldest entry; the next window is read only if too few entries were readable."""
+        window = max(size + 1, MIN_WINDOW)
+        pushed, celebrities = await asyncio.gather(
+            timelines.home(user_id, window, older_than=before), self._celebrities(timelines)
+        )
         followed = await self._following(user_id, celebrities)
         pulled = await timelines.recent_of_many([a for a, yes in followed.items() if yes])
         author_of = {t: a for a, ids in pulled.items() for t in ids}
-        candidates = sorted({*pushed, *author_of}, reverse=True)
-        if before is not None:
-            candidates = [t for t in candidates if t < before]
+        waiting = sorted((t for t in author_of if before is None or t < before), reverse=True)
         kept: list[int] = []
-        chunk = max(size + 1, 32)
-        for start in range(0, len(candidates), chunk):
-            part = candidates[start : start + chunk]
+        while True:
+            last = len(pushed) < window
+            floor = None if last else pushed[-1]
+            due = len(waiting) if floor is None else next((i for i, t in enumerate(waiting) if t < floor), len(waiting))
+            candidates = sorted({*pushed, *waiting[:due]}, reverse=True)
+            waiting = waiting[due:]
+            kept += await self._readable(timelines, user_id, candidates, author_of, followed, size + 1 - len(kept))
+            if last or len(kept) > size:
+                return kept[: size + 1]
+            pushed = await timelines.home(user_id, window, older_than=pushed[-1])
+
+    async def _readable(
+        self,
+        timelines: TimelineReads,
+        user_id: int,
+        candidates: list[int],
+        author_of: dict[int, int],
+        followed: dict[int, bool],
+        wanted: int,
+    ) -> list[int]:
+        """The candidates (newest first) whose author the user follows, until ``wanted`` are found;
+        ``author_of`` and ``followed`` are filled as authors and relationships are looked up."""
+        kept: list[int] = []
+        for start in range(0, len(candidates), MIN_WINDOW):
+            part = candidates[start : start + MIN_WINDOW]
             author_of.update(await self._authors(timelines, [t for t in part if t not in author_of]))
             followed.update(
                 await self._following(user_id, {author_of[t] for t in part if t in author_of} - followed.keys())
             )
             kept += [t for t in part if t in author_of and followed.get(author_of[t], False)]
-            if len(kept) > size:
+            if len(kept) >= wanted:
                 break
-        return kept[: size + 1]
+        return kept
 
     async def _celebrities(self, timelines: TimelineReads) -> list[int]:
         expires, members = self._celebrity_copy
@@ -108,12 +141,16 @@ class TimelineService:
         return found
 
     async def _authors(self, timelines: TimelineReads, tweet_ids: list[int]) -> dict[int, int]:
-        if not tweet_ids:
-            return {}
-        found = await timelines.authors(tweet_ids)
-        missing = [t for t in tweet_ids if t not in found]
+        found = self._author_memo.known(tweet_ids)
+        asked = [t for t in tweet_ids if t not in found]
+        if not asked:
+            return found
+        cached = await timelines.authors(asked)
+        missing = [t for t in asked if t not in cached]
         if missing:
             stored = await self._tweets.authors(missing)
             await timelines.fill_authors(stored)
-            found.update(stored)
+            cached.update(stored)
+        self._author_memo.remember(cached)
+        found.update(cached)
         return found

@@ -160,7 +160,7 @@ class NearCache:
             try:
                 connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
                 connection.socket_timeout = None  # this connection waits for pushes for as long as it lives
-                parser: Any = connection._parser  # redis-py's RESP3 parser: its invalidation hook
+                parser: Any = connection._parser  # redis-py's parser (hiredis or RESP3): its invalidation hook
                 parser.invalidation_push_handler_func = self._invalidated
                 await connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", f"{keys.PREFIX}:")
                 if await connection.read_response() != "OK":

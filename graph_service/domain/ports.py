@@ -234,8 +234,9 @@ class TimelineWrites(Protocol):
 class TimelineReads(Protocol):
     """What the home-timeline read path reads."""
 
-    async def home(self, user_id: int) -> list[int]:
-        """The pushed timeline, newest first."""
+    async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
+        """The pushed timeline, newest first: its first ``limit`` entries (all if None) older than
+        ``older_than`` (from the newest if None)."""
         ...
 
     async def celebrities(self) -> list[int]: ...

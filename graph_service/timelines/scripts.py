@@ -6,7 +6,7 @@ are doubles and cannot tell two 64-bit IDs apart.
 
 from __future__ import annotations
 
-__all__ = ["MERGE_IDS", "REMOVE_IDS"]
+__all__ = ["MERGE_IDS", "OLDER_THAN", "REMOVE_IDS"]
 
 # Insert tweet IDs into a newest-first list that holds each ID once, then cap it.
 # KEYS[1]: the list. ARGV[1]: the cap. ARGV[2..]: tweet IDs, any order. Returns how many were added.
@@ -58,4 +58,25 @@ for i = 1, #ARGV do
   removed = removed + redis.call('LREM', KEYS[1], 1, ARGV[i])
 end
 return removed
+"""
+
+# The entries of a newest-first list older than a tweet ID, up to a limit: the page after a cursor,
+# found by a binary search over the sorted list, so the cursor need not be in it any more.
+# KEYS[1]: the list. ARGV[1]: the cursor's tweet ID. ARGV[2]: the most entries returned (0: all).
+OLDER_THAN = """
+local function newer(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local key = KEYS[1]
+local cursor = ARGV[1]
+local limit = tonumber(ARGV[2])
+local lo, hi = 0, redis.call('LLEN', key)
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  local entry = redis.call('LINDEX', key, mid)
+  if entry == cursor or newer(entry, cursor) then lo = mid + 1 else hi = mid end
+end
+if limit > 0 then return redis.call('LRANGE', key, lo, lo + limit - 1) end
+return redis.call('LRANGE', key, lo, -1)
 """

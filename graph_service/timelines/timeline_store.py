@@ -51,6 +51,7 @@ class TimelineStore:
         self._author_ttl = author_ttl_seconds
         self._merge = redis.register_script(scripts.MERGE_IDS)
         self._remove = redis.register_script(scripts.REMOVE_IDS)
+        self._older_than = redis.register_script(scripts.OLDER_THAN)
 
     # -- writes (the fanout worker) -----------------------------------------------------------
 
@@ -106,9 +107,15 @@ class TimelineStore:
     # -- reads --------------------------------------------------------------------------------
 
     @_redis_call
-    async def home(self, user_id: int) -> list[int]:
-        """The pushed timeline, newest first."""
-        return [int(v) for v in await self._redis.lrange(keys.home(user_id), 0, -1)]
+    async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
+        """The pushed timeline, newest first: the first ``limit`` entries (all if None) older than
+        ``older_than`` (from the newest if None). Only what is asked crosses the wire and is parsed."""
+        key = keys.home(user_id)
+        if older_than is None:
+            values = await self._redis.lrange(key, 0, -1 if limit is None else limit - 1)
+        else:
+            values = await self._older_than(keys=[key], args=[older_than, limit or 0])
+        return [int(v) for v in values]
 
     @_redis_call
     async def recent(self, author_id: int) -> list[int]:

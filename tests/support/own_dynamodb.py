@@ -1,10 +1,6 @@
-"""A DynamoDB Local of one test alone, which the test may kill, pause and start again.
-
-On disk (``-dbPath`` in the test's tmp_path), not in memory: a DynamoDB Local killed and started
-again on the same files keeps its tables, items and stream records (measured: 100 items and
-their 100 stream records all there after a ``kill -9``), so "down and back" is an outage, not a
-new empty database. Starting one costs about 2 s; the session's DynamoDB Local is shared by
-other tests and must never be stopped or paused.
+"""A DynamoDB Local of one test alone, which the test may pause (SIGSTOP) and resume: a hung
+store, which the session's DynamoDB Local, shared by other tests, must never be. Starting one
+costs about 2 s. (A store that is unreachable rather than hung: ``tests/support/tcp_cut.py``.)
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from socialgraph_devstack.processes import ManagedProcess, free_port, port_is_open, start_dynamodb_local
+from socialgraph_devstack.processes import ManagedProcess, free_port, start_dynamodb_local
 
 __all__ = ["OwnDynamoDB", "own_dynamodb"]
 
@@ -26,24 +22,12 @@ __all__ = ["OwnDynamoDB", "own_dynamodb"]
 class OwnDynamoDB:
     port: int
     log_dir: Path
-    data_dir: Path
     process: ManagedProcess
     paused: bool = False
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        """``kill -9`` the java process: every connection to it is reset, new ones are refused."""
-        self.resume()
-        self.process.process.kill()
-        self.process.process.wait(timeout=10)
-        assert not port_is_open(self.port)
-
-    def restart(self) -> None:
-        """Start again on the same port and files; ready (listening) when this returns."""
-        self.process = start_dynamodb_local(self.port, self.log_dir, self.data_dir)
 
     def pause(self) -> None:
         """SIGSTOP: connections are accepted by the kernel but nothing is answered (a hung store)."""
@@ -68,8 +52,8 @@ class OwnDynamoDB:
 @pytest.fixture
 def own_dynamodb(tmp_path: Path) -> Iterator[OwnDynamoDB]:
     port = free_port()
-    log_dir, data_dir = tmp_path / "dynamodb-logs", tmp_path / "dynamodb-data"
-    value = OwnDynamoDB(port, log_dir, data_dir, start_dynamodb_local(port, log_dir, data_dir))
+    log_dir = tmp_path / "dynamodb-logs"
+    value = OwnDynamoDB(port, log_dir, start_dynamodb_local(port, log_dir))
     try:
         yield value
     finally:

@@ -44,6 +44,24 @@ class TimelinesContract:
         await timelines.merge(1, [2**63, BIG, 10**18, 9 * 10**17])
         assert await timelines.home(1) == [BIG, 2**63, 10**18]
 
+    async def test_home_reads_a_window_newest_first_after_a_cursor(self, timelines: Timelines) -> None:
+        await timelines.merge(1, [9, 7, 4])
+        assert await timelines.home(1, 2) == [9, 7]
+        assert await timelines.home(1, 5) == [9, 7, 4]
+        assert await timelines.home(1, 2, older_than=9) == [7, 4]
+        assert await timelines.home(1, older_than=8) == [7, 4]  # a cursor no longer in the list
+        assert await timelines.home(1, 1, older_than=7) == [4]
+        assert await timelines.home(1, older_than=4) == []
+        assert await timelines.home(1, older_than=BIG) == [9, 7, 4]
+        assert await timelines.home(2, 5, older_than=3) == []
+
+    async def test_a_window_compares_ids_as_64_bit_numbers(self, timelines: Timelines) -> None:
+        await timelines.merge(1, [BIG, 2**63, 10**18])
+        assert await timelines.home(1, older_than=BIG) == [2**63, 10**18]
+        assert await timelines.home(1, 1, older_than=2**63 + 1) == [2**63]
+        assert await timelines.home(1, older_than=10**18 + 1) == [10**18]
+        assert await timelines.home(1, older_than=10**18) == []
+
     async def test_push_puts_one_tweet_into_each_timeline(self, timelines: Timelines) -> None:
         await timelines.merge(2, [50])
         await timelines.push(40, [1, 2, 3])

@@ -38,6 +38,8 @@ class FakeTimelines:
         self.recents: dict[int, list[int]] = {}
         self.tweet_authors: dict[int, int] = {}
         self.celebrity_scores: dict[int, int] = {}
+        self.home_entries_read = 0
+        """How many home-timeline entries ``home`` has returned, over all calls."""
 
     # -- TimelineWrites -------------------------------------------------------------------
 
@@ -72,8 +74,11 @@ class FakeTimelines:
 
     # -- TimelineReads --------------------------------------------------------------------
 
-    async def home(self, user_id: int) -> list[int]:
-        return list(self.homes.get(user_id, []))
+    async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
+        entries = [t for t in self.homes.get(user_id, []) if older_than is None or t < older_than]
+        entries = entries if limit is None else entries[:limit]
+        self.home_entries_read += len(entries)
+        return entries
 
     async def celebrities(self) -> list[int]:
         return sorted(self.celebrity_scores, key=lambda a: (self.celebrity_scores[a], str(a)))

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from graph_service.api.page_tokens import PageTokenCodec
-from graph_service.api.timeline_service import TimelineService
+from graph_service.api.timeline_service import MIN_WINDOW, TimelineService
 from graph_service.domain.errors import InvalidPageSize, InvalidPageToken, InvalidUserId, TimelineUnavailable
 from graph_service.domain.models import Edge
 from graph_service.settings import Settings
@@ -96,8 +96,10 @@ async def test_authors_missing_from_the_cache_come_from_the_tweets_table_and_are
     assert (await world.service.home_timeline(USER, 0, "")).tweet_ids == ids[::-1]
     assert world.tweets.lookups == 1
     assert all(world.timelines.tweet_authors[t] == 2 for t in ids)
+    world.timelines.tweet_authors.clear()  # the service remembers the authors it found
     await world.service.home_timeline(USER, 0, "")
     assert world.tweets.lookups == 2  # only the unknown one is asked again
+    assert not world.timelines.tweet_authors  # the known ones were not looked up in Redis either
 
 
 async def test_paging_walks_without_repeats_gaps_or_empty_pages(world: World) -> None:
@@ -110,6 +112,29 @@ async def test_paging_walks_without_repeats_gaps_or_empty_pages(world: World) ->
     pages = await world.walk(USER, 3)
     assert [t for page in pages for t in page] == kept[::-1]
     assert [len(p) for p in pages] == [3, 3, 3, 2]
+
+
+async def test_pages_read_the_timeline_a_window_at_a_time_and_merge_pulled_tweets_across_windows(
+    world: World,
+) -> None:
+    """The first page of a full timeline reads one window of it, not all of it; a walk over many
+    windows, most entries filtered out and a celebrity's pulled tweets between them, gives each
+    readable tweet once, newest first."""
+    star = 9
+    world.graph.edges[(USER, 2)] = 1
+    world.graph.edges[(USER, star)] = 1
+    await world.timelines.mark_celebrity(star, 50_000)
+    readable = []
+    for i in range(150):
+        author = (2, 3, 3, 3, star)[i % 5]
+        posted = await world.post(author, pushed_to=() if author == star else (USER,))
+        readable += posted if author != 3 else []
+    first = await world.service.home_timeline(USER, 20, "")
+    assert first.tweet_ids == readable[::-1][:20]
+    assert world.timelines.home_entries_read <= 2 * MIN_WINDOW  # of the 120 pushed entries
+    pages = await world.walk(USER, 7)
+    assert [t for page in pages for t in page] == readable[::-1]
+    assert all(len(p) == 7 for p in pages[:-1])
 
 
 async def test_page_sizes_default_to_20_and_clamp_at_100(world: World) -> None:
