@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from socialgraph_devstack.stack import local_environment
 from graph_service.dynamodb.tables import ensure_tables
 from graph_service.settings import Settings
 
-__all__ = ["Stack", "closed_loop", "private_stack", "start_process", "stop_process"]
+__all__ = ["Stack", "closed_loop", "http_get", "private_stack", "start_process", "stop_process"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,15 @@ class Stack:
 def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET ``path`` of a local HTTP server (a process's metrics port): status and body."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:

@@ -5,8 +5,7 @@ Run: bench/run_all [--quick] [--json PATH]
 Installs h2load (``nghttp2-client``) and redis-benchmark (``redis-tools``) with apt-get if they are
 missing. Each benchmark runs as its own process with its own private stack, prints its JSON, and
 gives rows of (figure, service, baseline, ratio, target, pass); the table is printed and written
-as JSON (default ``.local/bench/run_all.json``). A figure no benchmark measures yet is a row that
-says so, not a pass.
+as JSON (default ``.local/bench/run_all.json``).
 """
 
 from __future__ import annotations
@@ -109,10 +108,20 @@ def import_edges(report: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
-NOT_MEASURED = [
-    Row("fanout, 1 vs 2 workers on a partitioned topic", "-", "-", None, "reported", None),
-    Row("counts exact after a 10,000-follow burst", "-", "-", None, "<= 1 s", None),
-]
+def counts_convergence(report: dict[str, Any]) -> list[Row]:
+    worst, target = report["max_s"], report["target_s"]
+    return [
+        Row(f"counts exact after a {report['follows_per_burst']:,}-follow burst (worst of {report['bursts']})",
+            f"{worst} s (median {report['median_s']} s)", f"{target} s", round(worst / target, 3), "<= 1 s",
+            worst <= target)
+    ]  # fmt: skip
+
+
+def fanout_workers(report: dict[str, Any]) -> list[Row]:
+    return [
+        Row(f"fanout, 2 workers vs 1 on {report['partitions']} partitions", f"{report['two_workers_entries_per_s']}/s",
+            f"one worker {report['one_worker_entries_per_s']}/s", report["ratio"], "reported", None)
+    ]  # fmt: skip
 
 
 def benchmarks(quick: bool) -> list[tuple[str, list[str], Extract]]:
@@ -123,9 +132,13 @@ def benchmarks(quick: bool) -> list[tuple[str, list[str], Extract]]:
         ("relationships", ["--seconds", seconds], relationships),
         ("follow_latency", ["--count", "150" if quick else "400"], follow_latency),
         ("fanout", ["--followers", "200000" if quick else "1000000", "--rounds", "1"], fanout),
+        ("fanout_workers", ["--authors", "20", "--followers", "1000", "--tweets", "200"] if quick else [],
+         fanout_workers),
         ("home_timeline", ["--seconds", seconds], home_timeline),
         ("import_edges", ["--rows", "2000" if quick else "6000"], import_edges),
-    ]
+        ("counts_convergence", ["--followers", "30", "--followees", "30", "--bursts", "2"] if quick else [],
+         counts_convergence),
+    ]  # fmt: skip
 
 
 def ensure_tools() -> None:
@@ -178,7 +191,6 @@ def main() -> None:
             rows.extend(extract(reports[module]))
         except (RuntimeError, ValueError, KeyError) as exc:
             rows.append(Row(f"bench.{module}", "failed", str(exc)[-80:], None, "-", False))
-    rows.extend(NOT_MEASURED)
     print(table(rows))
     machine = {"cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip(),
                "python": platform.python_version(), "platform": platform.platform()}  # fmt: skip

@@ -14,8 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,7 @@ from socialgraph_devstack.processes import (
 )
 from socialgraph_devstack.stack import local_environment
 
-from bench.harness import start_process, stop_process, wait_port
+from bench.harness import http_get, start_process, stop_process, wait_port
 from graph_service.settings import Settings
 
 __all__ = ["COMPONENTS", "SERVERS", "Samples", "SoakStack", "soak_stack"]
@@ -180,7 +178,7 @@ class SoakStack:
     def metric(self, component: str, name: str) -> Samples | None:
         """The samples of metric ``name`` from ``component``'s /metrics (None if it does not answer)."""
         try:
-            text = _get(self.children[component].metrics_port, "/metrics")[1]
+            text = http_get(self.children[component].metrics_port, "/metrics")[1]
         except OSError:
             return None
         return [
@@ -192,7 +190,7 @@ class SoakStack:
 
     def ready(self, component: str) -> bool:
         try:
-            return _get(self.children[component].metrics_port, "/readyz")[0] == 200
+            return http_get(self.children[component].metrics_port, "/readyz")[0] == 200
         except OSError:
             return False
 
@@ -211,14 +209,6 @@ def _last_words(log: Path) -> str:
         return line[:300]
     last = str(record.get("exception", "")).strip().rsplit("\n", 1)[-1]
     return f"{record.get('event', '')}: {last}"[:300] if last else str(record.get("event", ""))[:300]
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def _tree_rss_kb(pid: int) -> int:

@@ -224,10 +224,11 @@ def start_redis(
     return proc
 
 
-def _cluster_bus_port(port: int) -> list[str]:
-    """The bus port defaults to ``port + 10000``; above 55535 that does not exist and redis-server
-    refuses to start, so such a node (e.g. on a free ephemeral port) gets a free bus port of its own."""
-    return [] if port + 10000 <= 65535 else ["--cluster-port", str(free_port())]
+def _cluster_bus_port() -> list[str]:
+    """A free bus port of the node's own. The default, ``port + 10000``, is nobody's choice: it may
+    be taken (a client's ephemeral port once took it, and the node exited at start in CI) or, above
+    55535, not exist."""
+    return ["--cluster-port", str(free_port())]
 
 
 def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> ManagedProcess:
@@ -243,7 +244,7 @@ def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> Mana
             str(data_dir / str(port) / "nodes.conf"),
             "--cluster-node-timeout",
             "2000",
-            *_cluster_bus_port(port),
+            *_cluster_bus_port(),
             name=f"redis-cluster-{port}",
         )
         for port in ports

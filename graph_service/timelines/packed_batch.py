@@ -1,0 +1,69 @@
+"""One script run on many keys of a single Redis node, packed once and sent as one write.
+
+A fanout batch is up to ``SG_FANOUT_BATCH_SIZE`` ``EVALSHA`` calls that differ only in their key.
+redis-py's pipeline encodes every argument of every command again, keeps a command object and a
+callback per command, and reads each reply under a timeout of its own: about three quarters of a
+fanout's time in Python. Here the fixed parts are encoded once, each command is its key spliced
+between them, and the replies are read under one timeout for the batch and dropped.
+
+Single node only: on Redis Cluster the keys of a batch live on several nodes, and the timelines
+store keeps redis-py's cluster pipeline there (which routes, and follows MOVED and ASK).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+__all__ = ["evalsha_each_key"]
+
+BATCH_TIMEOUT_FACTOR = 4
+"""A batch may take this many socket timeouts (it is many commands)."""
+
+
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def pack(sha: str, keys: Sequence[str], args: Sequence[str | int]) -> bytes:
+    """``EVALSHA sha 1 key *args`` for each key, in RESP."""
+    head = b"*%d\r\n" % (4 + len(args)) + _bulk(b"EVALSHA") + _bulk(sha.encode()) + _bulk(b"1")
+    tail = b"".join(_bulk(str(a).encode()) for a in args)
+    return b"".join([head + _bulk(key.encode()) + tail for key in keys])
+
+
+async def evalsha_each_key(redis: Redis, sha: str, keys: Sequence[str], args: Sequence[str | int]) -> None:
+    """Run the loaded script ``sha`` once per key (one key each, the same ``args``), all in one
+    write on one pooled connection. Every reply is read; the first error reply (``NOSCRIPT``
+    included, as ``NoScriptError``) is raised after them all. A connection that failed or timed
+    out midway is closed, never given back with replies unread."""
+    if not keys:
+        return
+    pool = redis.connection_pool
+    connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]
+    timeout = connection.socket_timeout
+    first_error: ResponseError | None = None
+    try:
+        async with asyncio.timeout(None if timeout is None else timeout * BATCH_TIMEOUT_FACTOR):
+            await connection.send_packed_command(pack(sha, keys, args))
+            for _ in keys:
+                try:
+                    await connection.read_response(timeout=math.inf)  # the batch's timeout covers it
+                except ResponseError as exc:
+                    first_error = first_error or exc
+    except TimeoutError as exc:
+        await connection.disconnect()
+        raise RedisTimeoutError(f"a batch of {len(keys)} script calls was not answered in time") from exc
+    except BaseException:
+        await connection.disconnect()
+        raise
+    finally:
+        await pool.release(connection)
+    if first_error is not None:
+        raise first_error

@@ -1,0 +1,74 @@
+"""The fanout's push on a single Redis node, packed once (``graph_service/timelines/packed_batch.py``):
+a whole batch lands, a script Redis forgot is loaded again, and an error reply midway neither
+stops the other timelines nor leaves unread replies on a pooled connection."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from graph_service.redis_client.connect import build_redis
+from graph_service.settings import Settings
+from graph_service.timelines import keys
+from graph_service.timelines.timeline_store import TimelineStore
+
+CAP = 5
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[TimelineStore]:
+    value = TimelineStore(
+        build_redis(redis_url, cluster=False, settings=Settings(redis_max_connections=1)),
+        timeline_cap=CAP,
+        recent_cap=2,
+        author_ttl_seconds=60,
+    )
+    await value.load_scripts()
+    try:
+        yield value
+    finally:
+        await value.aclose()
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def test_a_batch_of_a_thousand_timelines_gets_the_tweet_once_each(store: TimelineStore) -> None:
+    users = list(range(1, 1001))
+    await store.push(10**18 + 7, users)
+    await store.push(10**18 + 7, users[:10])  # again: no duplicate
+    await store.push(10**18 + 3, users[:3])  # older: behind it
+    assert [await store.home(u) for u in (1, 3, 4, 1000)] == [
+        [10**18 + 7, 10**18 + 3],
+        [10**18 + 7, 10**18 + 3],
+        [10**18 + 7],
+        [10**18 + 7],
+    ]
+
+
+async def test_a_script_redis_forgot_is_loaded_again(store: TimelineStore, raw: aioredis.Redis) -> None:
+    await raw.script_flush()
+    await store.push(41, [1, 2])
+    assert [await store.home(u) for u in (1, 2)] == [[41], [41]]
+
+
+async def test_an_error_reply_midway_is_raised_after_the_rest_land_and_the_connection_stays_in_step(
+    store: TimelineStore, raw: aioredis.Redis
+) -> None:
+    """One connection in the pool: a reply left unread would be the answer to the next command."""
+    await raw.set(keys.home(2), "not a list")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await store.push(50, [1, 2, 3])
+    assert await store.home(1) == [50]
+    assert await store.home(3) == [50]
+    await store.merge(4, [60, 61])
+    assert await store.home(4) == [61, 60]
