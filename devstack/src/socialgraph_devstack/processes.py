@@ -232,23 +232,38 @@ def _cluster_bus_port() -> list[str]:
 
 
 def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> ManagedProcess:
-    """A Redis Cluster of ``len(ports)`` masters, no replicas; the first node carries the rest."""
-    nodes = [
-        start_redis(
-            port,
-            log_dir,
-            data_dir / str(port),
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            str(data_dir / str(port) / "nodes.conf"),
-            "--cluster-node-timeout",
-            "2000",
-            *_cluster_bus_port(),
-            name=f"redis-cluster-{port}",
-        )
-        for port in ports
-    ]
+    """A Redis Cluster of ``len(ports)`` masters, no replicas; the first node carries the rest.
+    If it cannot be formed, the nodes already started are stopped before the error is raised."""
+    nodes: list[ManagedProcess] = []
+    try:
+        for port in ports:
+            nodes.append(
+                start_redis(
+                    port,
+                    log_dir,
+                    data_dir / str(port),
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    str(data_dir / str(port) / "nodes.conf"),
+                    "--cluster-node-timeout",
+                    "2000",
+                    *_cluster_bus_port(),
+                    name=f"redis-cluster-{port}",
+                )
+            )
+        _form_cluster(ports)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    first = nodes[0]
+    first.children = nodes[1:]
+    return first
+
+
+def _form_cluster(ports: list[int]) -> None:
+    """Assign the slots over the started nodes and wait for ``cluster_state:ok``."""
     cli = shutil.which("redis-cli") or "redis-cli"
     subprocess.run(
         [
@@ -273,6 +288,3 @@ def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> Mana
         if time.monotonic() > deadline:
             raise TimeoutError("redis cluster did not reach cluster_state:ok")
         time.sleep(0.1)
-    first = nodes[0]
-    first.children = nodes[1:]
-    return first
