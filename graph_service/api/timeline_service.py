@@ -78,7 +78,8 @@ class TimelineService:
 
         The pushed timeline is read a window at a time (``size + 1`` entries, at least
         ``MIN_WINDOW``), newest first, and merged with the followed celebrities' recent tweets down to
-        the window's oldest entry; the next window is read only if too few entries were readable."""
+        the window's oldest entry; the next window, twice as large, is read only if too few entries
+        were readable."""
         window = max(size + 1, MIN_WINDOW)
         pushed, celebrities = await asyncio.gather(
             timelines.home(user_id, window, older_than=before), self._celebrities(timelines)
@@ -97,6 +98,7 @@ class TimelineService:
             kept += await self._readable(timelines, user_id, candidates, author_of, followed, size + 1 - len(kept))
             if last or len(kept) > size:
                 return kept[: size + 1]
+            window *= 2  # most entries filtered out: fewer, larger reads for the rest
             pushed = await timelines.home(user_id, window, older_than=pushed[-1])
 
     async def _readable(

@@ -189,6 +189,10 @@ class NearCache:
             reply = await connection.read_response(push_request=True)
             if reply is _PUSHED:
                 continue
+            if reply != "PONG":
+                # Only fences are sent here. Anything else (an invalidation a parser did not hand
+                # to the hook, say) would answer a fence without its keys dropped: start over.
+                raise RedisError(f"unexpected reply on the tracking connection: {reply!r}")
             if self._waiting:
                 _answer(self._waiting.popleft(), True)
                 self._in_flight = False

@@ -235,8 +235,8 @@ class TimelineReads(Protocol):
     """What the home-timeline read path reads."""
 
     async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
-        """The pushed timeline, newest first: its first ``limit`` entries (all if None) older than
-        ``older_than`` (from the newest if None)."""
+        """The pushed timeline, newest first: its first ``limit`` entries (all if None or 0) older
+        than ``older_than`` (from the newest if None)."""
         ...
 
     async def celebrities(self) -> list[int]: ...

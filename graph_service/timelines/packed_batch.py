@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 __all__ = ["evalsha_each_key"]
@@ -40,9 +40,9 @@ def pack(sha: str, keys: Sequence[str], args: Sequence[str | int]) -> bytes:
 
 async def evalsha_each_key(redis: Redis, sha: str, keys: Sequence[str], args: Sequence[str | int]) -> None:
     """Run the loaded script ``sha`` once per key (one key each, the same ``args``), all in one
-    write on one pooled connection. Every reply is read; the first error reply (``NOSCRIPT``
-    included, as ``NoScriptError``) is raised after them all. A connection that failed or timed
-    out midway is closed, never given back with replies unread."""
+    write on one pooled connection. Every reply is read, then the first error reply is raised
+    (a ``NoScriptError`` before any other: the caller loads the script and sends the batch again).
+    A connection that failed or timed out midway is closed, never given back with replies unread."""
     if not keys:
         return
     pool = redis.connection_pool
@@ -56,7 +56,10 @@ async def evalsha_each_key(redis: Redis, sha: str, keys: Sequence[str], args: Se
                 try:
                     await connection.read_response(timeout=math.inf)  # the batch's timeout covers it
                 except ResponseError as exc:
-                    first_error = first_error or exc
+                    if first_error is None or (
+                        isinstance(exc, NoScriptError) and not isinstance(first_error, NoScriptError)
+                    ):
+                        first_error = exc  # NOSCRIPT first: the caller loads the script and sends again
     except TimeoutError as exc:
         await connection.disconnect()
         raise RedisTimeoutError(f"a batch of {len(keys)} script calls was not answered in time") from exc

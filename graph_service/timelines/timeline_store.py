@@ -113,11 +113,11 @@ class TimelineStore:
 
     @_redis_call
     async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
-        """The pushed timeline, newest first: the first ``limit`` entries (all if None) older than
-        ``older_than`` (from the newest if None). Only what is asked crosses the wire and is parsed."""
+        """The pushed timeline, newest first: the first ``limit`` entries (all if None or 0) older
+        than ``older_than`` (from the newest if None). Only what is asked crosses the wire and is parsed."""
         key = keys.home(user_id)
         if older_than is None:
-            values = await self._redis.lrange(key, 0, -1 if limit is None else limit - 1)
+            values = await self._redis.lrange(key, 0, limit - 1 if limit else -1)
         else:
             values = await self._older_than(keys=[key], args=[older_than, limit or 0])
         return [int(v) for v in values]

@@ -1,5 +1,6 @@
 """The fault runs of issue 12's table as tests: real servers and real processes, killed, paused
-and stopped by PID (``tests/support/children.py``, ``tests/support/own_dynamodb.py``).
+and stopped by PID, or cut off (``tests/support/children.py``, ``tests/support/own_dynamodb.py``,
+``tests/support/tcp_cut.py``).
 
 Each test records the figures the table reports (seconds until counts are exact, until owed
 invalidations are delivered, until the process exits) with the ``figures`` fixture; the run

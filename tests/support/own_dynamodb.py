@@ -21,7 +21,6 @@ __all__ = ["OwnDynamoDB", "own_dynamodb"]
 @dataclass
 class OwnDynamoDB:
     port: int
-    log_dir: Path
     process: ManagedProcess
     paused: bool = False
 
@@ -52,8 +51,7 @@ class OwnDynamoDB:
 @pytest.fixture
 def own_dynamodb(tmp_path: Path) -> Iterator[OwnDynamoDB]:
     port = free_port()
-    log_dir = tmp_path / "dynamodb-logs"
-    value = OwnDynamoDB(port, log_dir, start_dynamodb_local(port, log_dir))
+    value = OwnDynamoDB(port, start_dynamodb_local(port, tmp_path / "dynamodb-logs"))
     try:
         yield value
     finally:

@@ -28,7 +28,6 @@ class TcpCut:
         self.port = port
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
-        self.cut_count = 0
 
     @property
     def listening(self) -> bool:
@@ -43,21 +42,27 @@ class TcpCut:
         """Stop listening and abort every open connection: in-flight requests get a reset, new
         connections are refused until ``mend``."""
         assert self._server is not None, "already cut"
-        self._server.close()
-        self._server = None
+        server, self._server = self._server, None
+        server.close()
         for writer in list(self._open):
             writer.transport.abort()
         self._open.clear()
-        self.cut_count += 1
+        await server.wait_closed()
 
     async def _forward(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        self._open.add(client_writer)  # before connecting on: a cut meanwhile aborts it too
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
             client_writer.transport.abort()
+            self._open.discard(client_writer)
             return
         pair = {client_writer, server_writer}
-        self._open |= pair
+        if self._server is None or client_writer not in self._open:  # cut while connecting
+            for writer in pair:
+                writer.transport.abort()
+            return
+        self._open.add(server_writer)
         try:
             await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
         finally:
@@ -67,13 +72,16 @@ class TcpCut:
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy one direction until it ends or either side is gone."""
-    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+    """Copy one direction until it ends. If either side fails, the writer's connection is aborted:
+    the other direction's copy, reading from it, ends and aborts the first connection in turn."""
+    try:
         while data := await reader.read(CHUNK):
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
+    except (OSError, asyncio.IncompleteReadError):
+        writer.transport.abort()
 
 
 @contextlib.asynccontextmanager

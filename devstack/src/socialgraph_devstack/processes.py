@@ -224,17 +224,23 @@ def start_redis(
     return proc
 
 
-def _cluster_bus_port() -> list[str]:
-    """A free bus port of the node's own. The default, ``port + 10000``, is nobody's choice: it may
-    be taken (a client's ephemeral port once took it, and the node exited at start in CI) or, above
-    55535, not exist."""
-    return ["--cluster-port", str(free_port())]
+def _cluster_bus_port(taken: set[int]) -> list[str]:
+    """A free bus port of the node's own, none of ``taken`` (the nodes' ports, bound a moment later,
+    and the bus ports drawn so far). The default, ``port + 10000``, is nobody's choice: it may be
+    taken (a client's ephemeral port once took it, and the node exited at start in CI) or, above
+    55535, not exist. (``--cluster-port`` needs redis-server 7.)"""
+    port = free_port()
+    while port in taken:
+        port = free_port()
+    taken.add(port)
+    return ["--cluster-port", str(port)]
 
 
 def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> ManagedProcess:
     """A Redis Cluster of ``len(ports)`` masters, no replicas; the first node carries the rest.
     If it cannot be formed, the nodes already started are stopped before the error is raised."""
     nodes: list[ManagedProcess] = []
+    taken = set(ports)
     try:
         for port in ports:
             nodes.append(
@@ -248,10 +254,13 @@ def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> Mana
                     str(data_dir / str(port) / "nodes.conf"),
                     "--cluster-node-timeout",
                     "2000",
-                    *_cluster_bus_port(),
+                    *_cluster_bus_port(taken),
                     name=f"redis-cluster-{port}",
+                    wait=False,
                 )
             )
+        for node in nodes:
+            node.wait_ready()
         _form_cluster(ports)
     except BaseException:
         for node in nodes:

@@ -95,6 +95,24 @@ async def test_a_killed_connection_empties_it_and_it_comes_back_empty(near: Near
     assert await near.fence()
 
 
+async def test_a_reply_that_is_not_a_fence_s_drops_the_connection_and_empties_it(near: NearCache) -> None:
+    """Only fences are sent on the tracking connection. A reply of anything else (here an ``ECHO``
+    written on it behind the near cache's back; in life, an invalidation a parser returned as a
+    reply) must not answer a fence: the near cache starts over, empty."""
+    key = "sg:{4}:fs:5"
+    near.put(key, "1", near.stamp(key))
+    connection = near._connection  # the test plays a parser that hands a push back as a reply
+    assert connection is not None
+    await connection.send_command("ECHO", "not a fence")
+
+    async def dropped() -> bool:
+        return near._connection is not connection and near.get(key) is None
+
+    await eventually(dropped, bool, timeout=10)
+    await eventually(lambda: _usable(near), bool, timeout=10)
+    assert await near.fence()
+
+
 async def test_flushall_empties_it(near: NearCache, writer: aioredis.Redis) -> None:
     key = "sg:{5}:fs:6"
     near.put(key, "1", near.stamp(key))

@@ -369,7 +369,11 @@ async def test_unreadable_records_are_logged_counted_and_skipped_while_the_rest_
 
             bad = bad_tweets + bad_follows
             assert worker.stats.skipped == Counter(reason for _, _, reason in bad)
-            assert worker.stats.handled == Counter(tweet=3, follow=1)
+
+            async def handled() -> Counter[str]:  # counted once the follow's work is done, after its write
+                return worker.stats.handled
+
+            await eventually(handled, lambda h: h == Counter(tweet=3, follow=1), timeout=10)
             logged = [entry for entry in logs if entry["event"] == "fanout_record_skipped"]
             assert Counter(entry["reason"] for entry in logged) == worker.stats.skipped
             assert {(e["partition"], e["offset"]) for e in logged if e["topic"] == event_settings.tweets_topic} == {

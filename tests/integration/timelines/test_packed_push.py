@@ -10,18 +10,25 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from graph_service.domain.errors import TimelineUnavailable
 from graph_service.redis_client.connect import build_redis
 from graph_service.settings import Settings
 from graph_service.timelines import keys
+from graph_service.timelines.packed_batch import evalsha_each_key
 from graph_service.timelines.timeline_store import TimelineStore
 
 CAP = 5
 
 
+ONE_CONNECTION = Settings(redis_max_connections=1, redis_timeout_seconds=0.1)
+"""A pool of one connection (a reply left unread would answer the next command) and a batch
+timeout of 0.4 s."""
+
+
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[TimelineStore]:
     value = TimelineStore(
-        build_redis(redis_url, cluster=False, settings=Settings(redis_max_connections=1)),
+        build_redis(redis_url, cluster=False, settings=ONE_CONNECTION),
         timeline_cap=CAP,
         recent_cap=2,
         author_ttl_seconds=60,
@@ -72,3 +79,26 @@ async def test_an_error_reply_midway_is_raised_after_the_rest_land_and_the_conne
     assert await store.home(3) == [50]
     await store.merge(4, [60, 61])
     assert await store.home(4) == [61, 60]
+
+
+async def test_each_key_runs_the_script_with_the_same_arguments(raw: aioredis.Redis) -> None:
+    sha = await raw.script_load("return redis.call('RPUSH', KEYS[1], ARGV[1], ARGV[2])")
+    await evalsha_each_key(raw, sha, ["a", "b{x}", "c"], [7, "eight"])
+    await evalsha_each_key(raw, sha, [], [1])
+    assert [await raw.lrange(k, 0, -1) for k in ("a", "b{x}", "c")] == [["7", "eight"]] * 3
+
+
+async def test_a_batch_not_answered_in_time_closes_its_connection_and_the_next_call_reads_its_own_reply(
+    store: TimelineStore, raw: aioredis.Redis
+) -> None:
+    """Redis holds every write (``CLIENT PAUSE ... WRITE``) past the batch's timeout: the push is
+    ``TimelineUnavailable``; once Redis answers again, the pool's one connection is in step."""
+    await store.merge(4, [60])
+    await raw.client_pause(1500, all=False)
+    with pytest.raises(TimelineUnavailable):
+        await store.push(70, [1, 2])
+    await raw.client_unpause()
+    await store.merge(4, [61])
+    assert await store.home(4) == [61, 60]
+    await store.push(71, [5])
+    assert await store.home(5) == [71]

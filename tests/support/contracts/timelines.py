@@ -48,6 +48,8 @@ class TimelinesContract:
         await timelines.merge(1, [9, 7, 4])
         assert await timelines.home(1, 2) == [9, 7]
         assert await timelines.home(1, 5) == [9, 7, 4]
+        assert await timelines.home(1, 0) == [9, 7, 4]  # 0: no limit
+        assert await timelines.home(1, 0, older_than=9) == [7, 4]
         assert await timelines.home(1, 2, older_than=9) == [7, 4]
         assert await timelines.home(1, older_than=8) == [7, 4]  # a cursor no longer in the list
         assert await timelines.home(1, 1, older_than=7) == [4]

@@ -76,7 +76,7 @@ class FakeTimelines:
 
     async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
         entries = [t for t in self.homes.get(user_id, []) if older_than is None or t < older_than]
-        entries = entries if limit is None else entries[:limit]
+        entries = entries[:limit] if limit else entries
         self.home_entries_read += len(entries)
         return entries
 
