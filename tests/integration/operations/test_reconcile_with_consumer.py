@@ -80,7 +80,10 @@ async def test_fix_during_follows_lands_on_a_stable_moment_and_the_counts_end_ex
         )
         report = await reconciler.users([x, y])
         assert [(f.user_id, f.outcome) for f in report.users] == [(x, Outcome.FIXED), (y, Outcome.FIXED)]
-        assert waits >= 3  # the follows moved the first pair of observations, their application the second
+        # The follows moved the first pair of observations, so the fix waited at least once more.
+        # Their application moved the second pair too, unless the consumer applied them before the
+        # second observation (a loaded machine's scan is slow): then the first pair saw both.
+        assert waits >= 2
 
         expected = {u: (sum(b == u for _, b in edges), sum(a == u for a, _ in edges)) for u in (x, y)}
         assert expected == {x: (3, 1), y: (3, 0)}
