@@ -18,9 +18,8 @@ from pathlib import Path
 import grpc
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
-from socialgraph_devstack.processes import free_port
 
-from bench.harness import closed_loop, private_stack, start_process, wait_port
+from bench.harness import closed_loop, echo_server, private_stack
 
 FOLLOWEE = 7
 
@@ -66,15 +65,9 @@ def main() -> None:
     os.environ.setdefault("SG_METRICS_ADDRESS", "127.0.0.1:0")
     with private_stack() as stack, tempfile.TemporaryDirectory() as tmp:
         asyncio.run(seed(stack.grpc_target, args.followers))
-        echo_port = free_port()
-        echo = start_process(["-m", "bench.echo_server", str(echo_port)], stack.env, Path(tmp) / "echo.log")
-        try:
-            wait_port(echo_port)
+        with echo_server(stack.env, Path(tmp)) as echo_port:
             service = asyncio.run(measure(stack.grpc_target, args.concurrency, args.seconds))
             baseline = asyncio.run(measure(f"127.0.0.1:{echo_port}", args.concurrency, args.seconds))
-        finally:
-            echo.terminate()
-            echo.wait(10)
     report = {
         name: {
             "service_rps": round(service[name]),

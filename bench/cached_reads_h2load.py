@@ -29,7 +29,7 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph_devstack.processes import free_port
 
 from bench.cached_reads import FOLLOWEE, seed
-from bench.harness import private_stack, start_process, stop_process, wait_port
+from bench.harness import echo_server, private_stack, stop_process, wait_port
 
 SERVICE = "/socialgraph.v1.SocialGraphService"
 CALLS: dict[str, tuple[str, Message]] = {
@@ -79,11 +79,8 @@ def main() -> None:
             bodies[name] = Path(tmp) / f"{method}.bin"
             bodies[name].write_bytes(grpc_frame(message))
         port = int(stack.grpc_target.rsplit(":", 1)[1])
-        echo_port = free_port()
-        echo = start_process(["-m", "bench.echo_server", str(echo_port)], stack.env, Path(tmp) / "echo.log")
         results = {}
-        try:
-            wait_port(echo_port)
+        with echo_server(stack.env, Path(tmp)) as echo_port:
             for name, (method, _) in CALLS.items():
                 service = h2load(port, method, bodies[name], args.seconds)
                 baseline = h2load(echo_port, method, bodies[name], args.seconds)
@@ -92,8 +89,6 @@ def main() -> None:
             scaling = {}
             for n in (int(value) for value in args.processes.split(",")):
                 scaling[n] = processes_rate(stack.env, n, cores, bodies["IsFollowing"], args.seconds, Path(tmp))
-        finally:
-            stop_process(echo)
     report["results"] = results
     one = scaling.get(1)
     report["serve_processes"] = {

@@ -21,7 +21,7 @@ from socialgraph_devstack.stack import local_environment
 from graph_service.dynamodb.tables import ensure_tables
 from graph_service.settings import Settings
 
-__all__ = ["Stack", "closed_loop", "http_get", "private_stack", "start_process", "stop_process"]
+__all__ = ["Stack", "closed_loop", "echo_server", "http_get", "private_stack", "start_process", "stop_process"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,18 @@ def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
             cleanup.callback(stop_process, service)
             wait_port(grpc_port)
         yield Stack(env=env, settings=settings, grpc_target=f"127.0.0.1:{grpc_port}")
+
+
+@contextlib.contextmanager
+def echo_server(env: dict[str, str], log_dir: Path) -> Iterator[int]:
+    """``bench.echo_server`` (the bare grpc.aio baseline) on a free port, listening; its port."""
+    port = free_port()
+    echo = start_process(["-m", "bench.echo_server", str(port)], env, log_dir / "echo.log")
+    try:
+        wait_port(port)
+        yield port
+    finally:
+        stop_process(echo)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:

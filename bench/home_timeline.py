@@ -25,10 +25,9 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from socialgraph.v1 import timeline_pb2 as tpb
 from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
-from socialgraph_devstack.processes import free_port
 
 from bench.cached_reads_h2load import grpc_frame, h2load
-from bench.harness import closed_loop, private_stack, start_process, stop_process, wait_port
+from bench.harness import closed_loop, echo_server, private_stack
 from graph_service.domain.tweet_ids import TweetIdGenerator
 from graph_service.entrypoints.components import build_timelines
 from graph_service.settings import Settings
@@ -83,10 +82,7 @@ def main() -> None:
         body = Path(tmp) / "home.bin"
         body.write_bytes(grpc_frame(tpb.GetHomeTimelineRequest(user_id=READER, page_size=20)))
         port = int(stack.grpc_target.rsplit(":", 1)[1])
-        echo_port = free_port()
-        echo = start_process(["-m", "bench.echo_server", str(echo_port)], stack.env, Path(tmp) / "echo.log")
-        try:
-            wait_port(echo_port)
+        with echo_server(stack.env, Path(tmp)) as echo_port:
             service_py = asyncio.run(python_rate(stack.grpc_target, args.concurrency, args.seconds))
             echo_py = asyncio.run(python_rate(f"127.0.0.1:{echo_port}", args.concurrency, args.seconds))
             results: dict[str, dict[str, float]] = {
@@ -96,8 +92,6 @@ def main() -> None:
                 service_h2 = h2load(port, "GetHomeTimeline", body, args.seconds, service=SERVICE)
                 echo_h2 = h2load(echo_port, "GetHomeTimeline", body, args.seconds, service=SERVICE)
                 results["h2load"] = {"service_rps": round(service_h2), "echo_rps": round(echo_h2)}
-        finally:
-            stop_process(echo)
     for figures in results.values():
         figures["ratio"] = round(figures["service_rps"] / figures["echo_rps"], 3)
     report = {"benchmark": "home_timeline", "following": len(FOLLOWED), "entries": ENTRIES, "results": results}

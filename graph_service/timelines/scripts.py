@@ -8,15 +8,21 @@ from __future__ import annotations
 
 __all__ = ["MERGE_IDS", "OLDER_THAN", "REMOVE_IDS"]
 
-# Insert tweet IDs into a newest-first list that holds each ID once, then cap it.
-# KEYS[1]: the list. ARGV[1]: the cap. ARGV[2..]: tweet IDs, any order. Returns how many were added.
-# The common case, an ID newer than the head, is LINDEX + LPUSH; an ID that arrives late is put in
-# its place (or dropped if the list is full of newer ones); an ID already present changes nothing.
-MERGE_IDS = """
+# Whether tweet ID a is newer (larger) than b, both decimal strings.
+_NEWER = """
 local function newer(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
+"""
+
+# Insert tweet IDs into a newest-first list that holds each ID once, then cap it.
+# KEYS[1]: the list. ARGV[1]: the cap. ARGV[2..]: tweet IDs, any order. Returns how many were added.
+# The common case, an ID newer than the head, is LINDEX + LPUSH; an ID that arrives late is put in
+# its place (or dropped if the list is full of newer ones); an ID already present changes nothing.
+MERGE_IDS = (
+    _NEWER
+    + """
 local key = KEYS[1]
 local cap = tonumber(ARGV[1])
 local added = 0
@@ -50,6 +56,7 @@ if added > 0 and redis.call('LLEN', key) > cap then
 end
 return added
 """
+)
 
 # Remove tweet IDs from a list. KEYS[1]: the list. ARGV: tweet IDs. Returns how many were removed.
 REMOVE_IDS = """
@@ -63,11 +70,9 @@ return removed
 # The entries of a newest-first list older than a tweet ID, up to a limit: the page after a cursor,
 # found by a binary search over the sorted list, so the cursor need not be in it any more.
 # KEYS[1]: the list. ARGV[1]: the cursor's tweet ID. ARGV[2]: the most entries returned (0: all).
-OLDER_THAN = """
-local function newer(a, b)
-  if #a ~= #b then return #a > #b end
-  return a > b
-end
+OLDER_THAN = (
+    _NEWER
+    + """
 local key = KEYS[1]
 local cursor = ARGV[1]
 local limit = tonumber(ARGV[2])
@@ -80,3 +85,4 @@ end
 if limit > 0 then return redis.call('LRANGE', key, lo, lo + limit - 1) end
 return redis.call('LRANGE', key, lo, -1)
 """
+)
