@@ -4,6 +4,14 @@ Run: .venv/bin/python -m bench.follow_latency [--count 500]
 Sequential calls against the same DynamoDB Local, the two sides alternating in chunks of 50 calls;
 SPEC §8 asks p50 within 1.2x of the bare write.
 The service runs with its abuse limits on (the rate limit's Redis call, the following cap's condition).
+
+It also reports the floor on this machine: the least a ``Follow`` built as SPEC asks can take,
+whatever the service's own code costs. A call to the service is a gRPC round trip (timed against
+the bare grpc.aio echo server); boto3 blocks, so the write runs on a worker thread (a hop there and
+back, timed with a call that does nothing); the rate limit is a Redis round trip before the write
+(SPEC §7.2: a sliding window in Redis) and the write-through one after it (SPEC §3: no replica
+answers the old state once ``Follow`` returned), each timed as an ``EVALSHA`` of a script that
+does nothing. ``floor_ratio`` = (bare write + those four) / bare write.
 """
 
 from __future__ import annotations
@@ -13,15 +21,19 @@ import asyncio
 import json
 import math
 import statistics
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import boto3
 import grpc
+import redis.asyncio as aioredis
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
-from bench.harness import Stack, private_stack
+from bench.harness import Stack, echo_server, private_stack
 from graph_service.domain.models import Edge
 from graph_service.domain.times import now_us
 from graph_service.store import items as it
@@ -96,13 +108,51 @@ async def measure(stack: Stack, count: int) -> tuple[list[float], list[float]]:
         return bare_samples, service_samples
 
 
+async def p50_of(call: Any, count: int) -> float:
+    """Median seconds of ``count`` sequential awaits of ``call()``, after as many to warm up."""
+    samples = []
+    for i in range(2 * count):
+        started = time.perf_counter()
+        await call()
+        if i >= count:
+            samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+async def floor_parts(stack: Stack, echo_port: int, count: int) -> dict[str, float]:
+    """Milliseconds (p50) of what any ``Follow`` pays besides the write: see the module's docstring."""
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(1) as pool:
+        hop = await p50_of(lambda: loop.run_in_executor(pool, int), count)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{echo_port}") as channel:
+        stub = pb_grpc.SocialGraphServiceStub(channel)
+        request = pb.IsFollowingRequest(follower_id=1, followee_id=2)
+        rtt = await p50_of(lambda: stub.IsFollowing(request), count)
+    client = aioredis.from_url(stack.settings.redis_url)
+    try:
+        nothing = client.register_script("return 1")
+        redis_rtt = await p50_of(lambda: nothing(keys=["sg:{1}:floor"], args=[1]), count)
+    finally:
+        await client.aclose()
+    return {
+        "grpc_round_trip_ms": round(rtt * 1000, 3),
+        "thread_hop_ms": round(hop * 1000, 3),
+        "redis_round_trip_ms": round(redis_rtt * 1000, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--count", type=int, default=500)
     args = parser.parse_args()
-    with private_stack() as stack:
+    with private_stack() as stack, tempfile.TemporaryDirectory() as tmp:
         bare_samples, service_samples = asyncio.run(measure(stack, args.count))
+        with echo_server(stack.env, Path(tmp)) as echo_port:
+            parts = asyncio.run(floor_parts(stack, echo_port, args.count))
     baseline, measured = percentiles(bare_samples), percentiles(service_samples)
+    floor_ms = (
+        baseline["p50_ms"] + parts["grpc_round_trip_ms"] + parts["thread_hop_ms"] + 2 * parts["redis_round_trip_ms"]
+    )
     report = {
         "benchmark": "follow_latency",
         "count": args.count,
@@ -110,6 +160,8 @@ def main() -> None:
         "bare_transact_write_items": baseline,
         "p50_ratio": round(measured["p50_ms"] / baseline["p50_ms"], 3),
         "p99_ratio": round(measured["p99_ms"] / baseline["p99_ms"], 3),
+        "floor": {**parts, "p50_ms": round(floor_ms, 3)},
+        "floor_ratio": round(floor_ms / baseline["p50_ms"], 3),
     }
     print(json.dumps(report, indent=2))
 

@@ -7,6 +7,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -31,6 +32,22 @@ def _request_id(context: Any) -> str:
         if key == REQUEST_ID_HEADER and isinstance(value, str) and 0 < len(value) <= 128:
             return value
     return os.urandom(16).hex()  # uuid4().hex's 32 hex digits, without building a UUID (2 % of a cached read)
+
+
+@dataclass(frozen=True)
+class _Refusal(grpc.Status):
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str | bytes], ...]
+
+
+async def _refuse(context: Any, status: grpc.Status, request_id: str) -> None:
+    """End the call with ``status``, the request ID in its trailers and also in its headers (an
+    answered call carries it in its trailers only; refusals are rare, so they pay for both, and a
+    caller reading either finds it)."""
+    await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
+    trailers = (*(status.trailing_metadata or ()), (REQUEST_ID_HEADER, request_id))
+    await context.abort_with_status(_Refusal(status.code, status.details, trailers))
 
 
 def _metadata(context: Any) -> Any:
@@ -72,9 +89,10 @@ def _code_name(context: Any) -> str:
 
 
 class RequestInterceptor(_Interceptor):
-    """Binds a request ID to the logs, echoes it to the caller, checks the caller's token and scope
-    (when ``authenticator`` is given), binds the caller's name to the logs, counts and times the call
-    (by method, status code name and caller) and a limit's refusal, and maps errors to statuses.
+    """Binds a request ID to the logs, echoes it to the caller (in the trailers; a refusal's headers
+    too), checks the caller's token and scope (when ``authenticator`` is given), binds the caller's
+    name to the logs, counts and times the call (by method, status code name and caller) and a
+    limit's refusal, and maps errors to statuses.
 
     An ``OpaqueError`` (a malformed body, the store or Redis unavailable) answers the caller with a
     fixed sentence; its detail goes to the log through ``failures``: one line per reason per
@@ -135,7 +153,9 @@ class RequestInterceptor(_Interceptor):
             caller: str | None = None
             counted: MethodMetrics | None = None
             with structlog.contextvars.bound_contextvars(request_id=request_id, method=method):
-                await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
+                # In the trailers, which ride the reply's own batch: headers of their own were a
+                # second batch through gRPC core per call, about a sixth of a bare server's rate.
+                context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
                 try:
                     known = None if authenticator is None else authenticator.identify(method, _metadata(context))
                     if known is not None:
@@ -155,7 +175,7 @@ class RequestInterceptor(_Interceptor):
                     limits.refusal(outcome, caller or "")
                     if isinstance(error, OpaqueError):
                         failures.failure(outcome.lower(), outcome, error=str(error))
-                    await context.abort_with_status(to_grpc_status(error))
+                    await _refuse(context, to_grpc_status(error), request_id)
                 except asyncio.CancelledError:
                     outcome = code = "CANCELLED"  # the caller went away (or its deadline passed)
                     raise
@@ -165,7 +185,7 @@ class RequestInterceptor(_Interceptor):
                         raise
                     outcome = code = "INTERNAL"
                     log.exception("rpc_failed")
-                    await context.abort_with_status(internal_status(request_id))
+                    await _refuse(context, internal_status(request_id), request_id)
                 finally:
                     seconds = time.perf_counter() - started
                     if counted is None:  # refused before the call was counted as started (no or bad token)

@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from graph_service.api.identity_memo import IdentityMemo
 from graph_service.api.intersections import Intersections
 from graph_service.api.page_tokens import PageTokenCodec
 from graph_service.api.paging import Page, page_size
@@ -54,10 +55,12 @@ from graph_service.domain.ports import FollowBudget, GraphChanges, GraphReads, G
 from graph_service.domain.times import now_us
 from graph_service.settings import Settings
 
-__all__ = ["GraphService"]
+__all__ = ["REPLIES_REMEMBERED", "GraphService"]
 
 log = structlog.get_logger(__name__)
 RACE_ATTEMPTS = 8
+REPLIES_REMEMBERED = 4096
+"""First pages (and, in the servicer, their replies) kept by the page object they came from."""
 """Times one write reads the pair again and decides afresh before giving up as ``Unavailable``."""
 DEFAULT_SUGGESTIONS = 20
 SWEEP_BATCH = 100
@@ -88,6 +91,8 @@ class GraphService:
         self._suggester = suggester
         self._settings = settings
         self._tokens = PageTokenCodec(*settings.page_token_secrets)
+        self._first_pages: IdentityMemo[Page] = IdentityMemo(REPLIES_REMEMBERED)
+        """Signed first pages by the page object they came from (``identity_memo.py``)."""
         self._intersections = Intersections(reads, settings.intersection_candidate_limit)
 
     # -- follows and requests -------------------------------------------------------------
@@ -350,8 +355,14 @@ class GraphService:
         limit = page_size(requested_size, self._settings.default_page_size, self._settings.max_page_size)
         after = self._tokens.decode_edge(scope, page_token)
         page = await fetch(limit, after)
-        token = self._tokens.encode(scope, page.entries[-1]) if page.has_more and page.entries else ""
-        return Page(entries=page.entries, next_page_token=token)
+
+        def signed() -> Page:
+            token = self._tokens.encode(scope, page.entries[-1]) if page.has_more and page.entries else ""
+            return Page(entries=page.entries, next_page_token=token)
+
+        if after is not None:  # the near cache keeps first pages only: a later one is new every time
+            return signed()
+        return self._first_pages.get(scope, page, signed)
 
     async def list_edges(self, direction: Direction, user_id: int, page_size: int, page_token: str) -> Page:
         require_id(user_id, "user_id")

@@ -5,12 +5,15 @@ Errors are raised as domain errors and mapped once, in ``interceptors.py``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
-from graph_service.api.service import GraphService
+from graph_service.api.identity_memo import IdentityMemo
+from graph_service.api.paging import Page
+from graph_service.api.service import REPLIES_REMEMBERED, GraphService
 from graph_service.domain.models import Direction, Edge, FollowState
 from graph_service.domain.times import to_timestamp
 
@@ -28,9 +31,21 @@ def _entries(edges: list[Edge]) -> list[pb.FollowEntry]:
     return [pb.FollowEntry(user_id=edge.user_id, followed_at=to_timestamp(edge.at_us)) for edge in edges]
 
 
+R = TypeVar("R")
+
+
+def _first_page_reply(memo: IdentityMemo[R], request: Any, page: Page, build: Callable[[], R]) -> R:
+    """``build()``, remembered for a first page (the only kind the near cache hands out again)."""
+    return build() if request.page_token else memo.get(request.user_id, page, build)
+
+
 class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     def __init__(self, service: GraphService) -> None:
         self._service = service
+        # Replies by the page they were built from: a near-cache hit's page comes back as the same
+        # object, and so does its reply (``identity_memo.py``). Replies are never changed once built.
+        self._followers: IdentityMemo[pb.ListFollowersResponse] = IdentityMemo(REPLIES_REMEMBERED)
+        self._following: IdentityMemo[pb.ListFollowingResponse] = IdentityMemo(REPLIES_REMEMBERED)
 
     async def Follow(self, request: pb.FollowRequest, context: Context) -> pb.FollowResponse:
         state = await self._service.follow(request.follower_id, request.followee_id)
@@ -48,13 +63,23 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
         page = await self._service.list_edges(
             Direction.FOLLOWERS, request.user_id, request.page_size, request.page_token
         )
-        return pb.ListFollowersResponse(followers=_entries(page.entries), next_page_token=page.next_page_token)
+        return _first_page_reply(
+            self._followers,
+            request,
+            page,
+            lambda: pb.ListFollowersResponse(followers=_entries(page.entries), next_page_token=page.next_page_token),
+        )
 
     async def ListFollowing(self, request: pb.ListFollowingRequest, context: Context) -> pb.ListFollowingResponse:
         page = await self._service.list_edges(
             Direction.FOLLOWING, request.user_id, request.page_size, request.page_token
         )
-        return pb.ListFollowingResponse(following=_entries(page.entries), next_page_token=page.next_page_token)
+        return _first_page_reply(
+            self._following,
+            request,
+            page,
+            lambda: pb.ListFollowingResponse(following=_entries(page.entries), next_page_token=page.next_page_token),
+        )
 
     async def GetCounts(self, request: pb.GetCountsRequest, context: Context) -> pb.GetCountsResponse:
         counts = await self._service.get_counts(request.user_id)

@@ -13,10 +13,12 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
+from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.near_cache import NearCache
@@ -24,6 +26,7 @@ from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePag
 from graph_service.domain.times import now_us
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.redis_client.failures import ANY_FAILURE, retry_torn
+from graph_service.redis_client.packed import evalsha_calls
 from graph_service.telemetry.cache import CacheMetrics
 
 __all__ = ["GraphCache"]
@@ -224,8 +227,8 @@ class GraphCache:
         """Run an edge script (KEYS as ``scripts.WRITE_EDGE``) in each user's slot. ``args(other)``
         builds the ARGV for the side whose list holds ``other``."""
 
-        def call(owner: int, state_key: str, direction: Direction, other: int) -> Callable[[], Awaitable[object]]:
-            edge_keys = [
+        def edge_keys(owner: int, state_key: str, direction: Direction, other: int) -> list[str]:
+            return [
                 keys.epoch(owner),
                 state_key,
                 keys.list_key(direction, owner),
@@ -233,10 +236,27 @@ class GraphCache:
                 keys.relationship(owner, other),
                 keys.suggestions(owner),
             ]
-            return lambda: script(keys=edge_keys, args=args(other))
 
-        calls = [call(*side) for side in self._sides(follower_id, followee_id)]
-        return await self._in_both_slots(calls, essential=essential)
+        sides = self._sides(follower_id, followee_id)
+        if isinstance(self._redis, Redis):  # one node: both slots' calls in one write, one round trip
+            calls = [(edge_keys(*side), args(side[3])) for side in sides]
+            ok, _ = await self._try(lambda: self._packed(script, calls), essential=essential)
+            return ok
+
+        def call(side: tuple[int, str, Direction, int]) -> Callable[[], Awaitable[object]]:
+            return lambda: script(keys=edge_keys(*side), args=args(side[3]))
+
+        return await self._in_both_slots([call(side) for side in sides], essential=essential)
+
+    async def _packed(self, script: AsyncScript, calls: list[tuple[list[str], list[str | int]]]) -> list[Any]:
+        """``calls`` of ``script`` in one write (``redis_client/packed.py``); loaded first if Redis
+        lost it (a restart, a failover, ``SCRIPT FLUSH``)."""
+        assert isinstance(self._redis, Redis)
+        try:
+            return await evalsha_calls(self._redis, script.sha, calls)
+        except NoScriptError:
+            await self._redis.script_load(script.script)
+            return await evalsha_calls(self._redis, script.sha, calls)
 
     def _dropping(self, owner: int, *stale: str) -> Callable[[], Awaitable[object]]:
         return lambda: self._drop(keys=[keys.epoch(owner), *stale])
@@ -304,14 +324,22 @@ class GraphCache:
         if not self.trusted:
             self._count("relationships", 0, len(target_ids))
             return {}, None
-        ok, values = await self._try(
-            lambda: self._redis.mget([keys.epoch(actor_id), *(keys.relationship(actor_id, t) for t in target_ids)])
-        )
+        rel_keys = [keys.relationship(actor_id, t) for t in target_ids]
+        near = await self._near_values("relationships", rel_keys)
+        if near is not None:  # every one in this process, after a fence: nothing to fill
+            self._count("relationships", len(target_ids), 0)
+            return {t: Relationship.decode(str(v)) for t, v in zip(target_ids, near, strict=True)}, None
+        stamps = [self._near.stamp(key) for key in rel_keys] if self._near is not None else []
+        ok, values = await self._try(lambda: self._redis.mget([keys.epoch(actor_id), *rel_keys]))
         if not ok or values is None:
             self._count("relationships", 0, len(target_ids))
             return {}, None
         found = {t: Relationship.decode(str(v)) for t, v in zip(target_ids, values[1:], strict=True) if v}
         self._count("relationships", len(found), len(target_ids) - len(found))
+        if self._near is not None:
+            for key, value, stamp in zip(rel_keys, values[1:], stamps, strict=True):
+                if value:
+                    self._near.put(key, value, stamp)
         return found, str(values[0] or "0")
 
     async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None:

@@ -48,6 +48,7 @@ log = structlog.get_logger(__name__)
 SLOTS = 4096
 CONNECTION_NAME = "sg-near-cache"
 _PUSHED = object()
+PING = b"*1\r\n$4\r\nPING\r\n"
 
 
 class NearCache:
@@ -63,8 +64,9 @@ class NearCache:
         self._waiting: collections.deque[asyncio.Future[bool]] = collections.deque()
         self._in_flight = False
         """A fence is on the wire; reads arriving meanwhile wait for the next, sent when it returns."""
-        self._send_lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self._closing: asyncio.Task[None] | None = None
+        """The disconnect of a connection a fence could not be written to (the reader then starts over)."""
         self._task: asyncio.Task[None] | None = None
         self._metrics = metrics if metrics is not None else NearCacheMetrics()
         self._metrics.watch(lambda: len(self._entries), lambda: self._usable)
@@ -133,22 +135,22 @@ class NearCache:
             if waiter is not None:
                 self._next = waiter
             return
-        self._in_flight = True
-        self._metrics.fences.inc()
-        asyncio.get_running_loop().create_task(self._write_ping(waiter))
-
-    async def _write_ping(self, waiter: asyncio.Future[bool]) -> None:
         connection = self._connection
-        if connection is None or not self._usable:
+        writer = None if connection is None else getattr(connection, "_writer", None)
+        if connection is None or writer is None or not self._usable:
             _answer(waiter, False)
             return
-        async with self._send_lock:  # PINGs are written in the order their waiters queue
-            self._waiting.append(waiter)
-            try:
-                await connection.send_command("PING", check_health=False)
-            except (RedisError, OSError) as exc:
-                log.warning("near_cache_fence_failed", error=str(exc))
-                await connection.disconnect()  # the reader sees it and fails every waiter
+        self._in_flight = True
+        self._metrics.fences.inc()
+        self._waiting.append(waiter)
+        # Straight onto the socket's buffer, in the order the waiters queue: no task, no lock and
+        # no command packing per fence (redis-py's send_command was about half a fence's cost).
+        try:
+            writer.write(PING)
+        except Exception as exc:  # a transport already torn down; else a loss shows to the reader
+            log.warning("near_cache_fence_failed", error=str(exc))
+            self._down()  # every waiter, this one included, goes to Redis
+            self._closing = asyncio.get_running_loop().create_task(_disconnect(connection))
 
     async def _run(self) -> None:
         backoff = Backoff(0.1, 5.0)
@@ -223,6 +225,14 @@ class NearCache:
         self._waiting.clear()
         self._next = None
         self._in_flight = False
+
+
+async def _disconnect(connection: AbstractConnection) -> None:
+    """Close a connection that failed a write; the reader on it then starts over."""
+    try:
+        await connection.disconnect()
+    except Exception as exc:  # it is being thrown away: nothing to do but say so
+        log.debug("near_cache_disconnect_failed", error=str(exc))
 
 
 def _slot(key: str) -> int:

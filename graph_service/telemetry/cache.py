@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 __all__ = ["KINDS", "NEAR_KINDS", "CacheMetrics", "NearCacheMetrics"]
 
 KINDS = ("follow_state", "lists", "counts", "relationships", "privacy")
-NEAR_KINDS = ("follow_state", "lists", "counts")
+NEAR_KINDS = ("follow_state", "lists", "counts", "relationships")
 
 
 class CacheMetrics:

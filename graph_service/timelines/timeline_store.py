@@ -13,8 +13,8 @@ from redis.exceptions import NoScriptError
 from graph_service.domain.errors import TimelineUnavailable
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.redis_client.failures import UNANSWERED, UNREACHABLE, retry_torn
+from graph_service.redis_client.packed import evalsha_each_key
 from graph_service.timelines import keys, scripts
-from graph_service.timelines.packed_batch import evalsha_each_key
 
 __all__ = ["TimelineStore"]
 
@@ -70,7 +70,7 @@ class TimelineStore:
 
     async def _push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
         sha = self._merge.sha
-        if isinstance(self._redis, Redis):  # one node: the batch packed once (packed_batch.py)
+        if isinstance(self._redis, Redis):  # one node: the batch packed once (redis_client/packed.py)
             await evalsha_each_key(self._redis, sha, [keys.home(u) for u in user_ids], [self._timeline_cap, tweet_id])
             return
         pipe = self._redis.pipeline(transaction=False)

@@ -65,24 +65,35 @@ async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int
             reply = await reads.ListFollowers(pb.ListFollowersRequest(user_id=followee))
             return follower in {entry.user_id for entry in reply.followers}
 
+        async def related(follower: int, followee: int) -> bool:
+            """The followee's side: whether the follower follows it, among other targets."""
+            others = [followee + 1000, follower]
+            reply = await reads.GetRelationships(pb.GetRelationshipsRequest(actor_id=followee, target_ids=others))
+            (entry,) = [r for r in reply.relationships if r.target_id == follower]
+            return bool(entry.followed_by)
+
         async def pair(index: int) -> int:
             follower, followee = first_user + index, first_user + 800 + index
             seen = 0
             for round_ in range(ROUNDS):
                 following = round_ % 2 == 0
-                before = await asyncio.gather(state(follower, followee), listed(follower, followee))
-                assert before == [not following, not following], (index, round_, "before")
+                before = await asyncio.gather(
+                    state(follower, followee), listed(follower, followee), related(follower, followee)
+                )
+                assert before == [not following] * 3, (index, round_, "before")
                 if following:
                     await writes.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
                 else:
                     await writes.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
                 for batch in range(2):  # the first fills the near cache, the second reads it
                     after = await asyncio.gather(
-                        *(state(follower, followee) for _ in range(READS_AFTER)), listed(follower, followee)
+                        *(state(follower, followee) for _ in range(READS_AFTER)),
+                        listed(follower, followee),
+                        related(follower, followee),
                     )
-                    assert after == [following] * (READS_AFTER + 1), (index, round_, batch, after)
+                    assert after == [following] * (READS_AFTER + 2), (index, round_, batch, after)
                     seen += len(after)
-                seen += 2
+                seen += 3
             return seen
 
         for count in await asyncio.gather(*(pair(i) for i in range(PAIRS))):
@@ -96,7 +107,7 @@ async def test_reads_on_one_process_never_miss_a_write_acknowledged_by_another(
     """First as is, then while the near caches' invalidation connections are killed every 50 ms."""
     async with two_servers(settings, tmp_path) as (writer, reader):
         checked = await interleave(writer, reader)
-        assert checked >= PAIRS * ROUNDS * (2 + 2 * (READS_AFTER + 1))
+        assert checked >= PAIRS * ROUNDS * (3 + 2 * (READS_AFTER + 2))
         assert await near_hits(reader) > checked / 5  # the near cache answered, it was not bypassed
 
         client = aioredis.from_url(redis_url, decode_responses=True)
@@ -120,7 +131,7 @@ async def test_reads_on_one_process_never_miss_a_write_acknowledged_by_another(
             with contextlib.suppress(asyncio.CancelledError):
                 await killer
             await client.aclose()
-        assert checked >= PAIRS * ROUNDS * (2 + 2 * (READS_AFTER + 1))
+        assert checked >= PAIRS * ROUNDS * (3 + 2 * (READS_AFTER + 2))
         assert killed >= 5, killed
         await eventually(lambda: tracking(reader), bool, timeout=30)  # and it comes back
 

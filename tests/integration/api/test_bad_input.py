@@ -14,7 +14,7 @@ import grpc
 import pytest
 from socialgraph.v1 import social_graph_pb2 as pb
 
-from tests.support.graph_calls import rejected
+from tests.support.graph_calls import error_info, rejected
 from tests.support.polling import eventually
 
 if TYPE_CHECKING:
@@ -469,12 +469,12 @@ def request_id_of(metadata: Any) -> list[str]:
 
 
 async def test_response_carries_a_request_id(stub: Stub) -> None:
-    """Every response carries a non-empty x-request-id initial metadata entry, different per call."""
+    """Every response carries a non-empty x-request-id trailer, different per call."""
     seen = []
     for _ in range(2):
         call = stub.IsFollowing(pb.IsFollowingRequest(follower_id=1, followee_id=2))
         await call
-        ids = request_id_of(await call.initial_metadata())
+        ids = request_id_of(await call.trailing_metadata())
         assert len(ids) == 1
         assert ids[0]
         seen.append(ids[0])
@@ -482,23 +482,27 @@ async def test_response_carries_a_request_id(stub: Stub) -> None:
 
 
 async def test_caller_request_id_is_echoed_on_success_and_on_error(stub: Stub) -> None:
-    """A caller-provided x-request-id comes back unchanged, on a successful call and on a refused one."""
+    """A caller-provided x-request-id comes back unchanged: in the trailers of a successful call,
+    and in both the headers and the trailers of a refused one (next to the status details)."""
     call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "req-abc-123"),))
     await call
-    assert request_id_of(await call.initial_metadata()) == ["req-abc-123"]
+    assert request_id_of(await call.trailing_metadata()) == ["req-abc-123"]
+    assert request_id_of(await call.initial_metadata()) == []
 
     failing = stub.Follow(pb.FollowRequest(follower_id=4, followee_id=4), metadata=(("x-request-id", "req-bad-1"),))
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await failing
     assert caught.value.code() == INVALID
     assert request_id_of(caught.value.initial_metadata()) == ["req-bad-1"]
+    assert request_id_of(caught.value.trailing_metadata()) == ["req-bad-1"]
+    assert error_info(caught.value).reason == "SELF_FOLLOW"  # the status details survive beside the ID
 
 
 async def test_oversized_caller_request_id_is_replaced(stub: Stub) -> None:
     """A caller's x-request-id longer than 128 characters is not echoed; the call gets a fresh ID instead."""
     call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "r" * 200),))
     await call
-    ids = request_id_of(await call.initial_metadata())
+    ids = request_id_of(await call.trailing_metadata())
     assert len(ids) == 1
     assert ids[0]
     assert ids[0] != "r" * 200

@@ -123,3 +123,40 @@ async def test_flushall_empties_it(near: NearCache, writer: aioredis.Redis) -> N
 
 async def _usable(near: NearCache) -> bool:
     return near.usable
+
+
+async def test_a_fence_that_cannot_be_written_sends_the_read_to_redis_and_it_starts_over(near: NearCache) -> None:
+    """The fence's ``PING`` goes straight onto the connection's socket buffer. A write refused there
+    answers that read (and every other waiting) with "do not trust me", empties the near cache and
+    reconnects."""
+    key = "sg:{5}:fs:6"
+    near.put(key, "1", near.stamp(key))
+    connection = near._connection
+    assert connection is not None
+
+    real_writer = connection._writer
+    assert real_writer is not None
+    closing = real_writer
+
+    class Refusing:
+        def write(self, data: bytes) -> None:
+            raise ConnectionResetError("the transport is gone")
+
+        def close(self) -> None:
+            closing.close()
+
+        async def wait_closed(self) -> None:
+            await closing.wait_closed()
+
+    connection._writer = Refusing()  # type: ignore[assignment]  # the one write the test refuses
+    try:
+        assert await near.fence() is False
+    finally:
+        connection._writer = real_writer
+    assert near.get(key) is None
+
+    async def reconnected() -> bool:
+        return near.usable and near._connection is not connection
+
+    await eventually(reconnected, bool, timeout=10)
+    assert await near.fence() is True

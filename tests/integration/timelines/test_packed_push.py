@@ -1,4 +1,4 @@
-"""The fanout's push on a single Redis node, packed once (``graph_service/timelines/packed_batch.py``):
+"""The fanout's push on a single Redis node, packed once (``graph_service/redis_client/packed.py``):
 a whole batch lands, a script Redis forgot is loaded again, and an error reply midway neither
 stops the other timelines nor leaves unread replies on a pooled connection."""
 
@@ -12,9 +12,9 @@ from redis.exceptions import ResponseError
 
 from graph_service.domain.errors import TimelineUnavailable
 from graph_service.redis_client.connect import build_redis
+from graph_service.redis_client.packed import evalsha_each_key
 from graph_service.settings import Settings
 from graph_service.timelines import keys
-from graph_service.timelines.packed_batch import evalsha_each_key
 from graph_service.timelines.timeline_store import TimelineStore
 
 CAP = 5

@@ -38,6 +38,9 @@ class Context:
     async def send_initial_metadata(self, metadata: object) -> None:
         return None
 
+    def set_trailing_metadata(self, metadata: object) -> None:
+        return None
+
     async def abort_with_status(self, status: grpc.Status) -> None:
         raise grpc.aio.AbortError()
 
