@@ -8,6 +8,10 @@ first page of 50 of 200 followers; the figure is the ratio (SPEC §8 asks >= 0.8
 runs with ``SG_SERVE_PROCESSES=N`` for each N given, pinned to the first N cores, h2load pinned to
 the last core (on a 2-core machine it shares one with a server), and each N's IsFollowing rate is
 reported against N x the one-process rate.
+
+Also the floor of a strongly consistent read from memory: the echo server's ``IsFollowing`` that
+first waits for the near cache's read fence (one round trip to Redis, shared by the reads waiting
+at that moment), against the plain echo, both by the same h2load command.
 """
 
 from __future__ import annotations
@@ -86,6 +90,14 @@ def main() -> None:
                 baseline = h2load(echo_port, method, bodies[name], args.seconds)
                 ratio = round(service / baseline, 3)
                 results[name] = {"service_rps": round(service), "echo_rps": round(baseline), "ratio": ratio}
+            with echo_server(stack.env, Path(tmp), fence_on=stack.settings.redis_url) as fenced_port:
+                fenced = h2load(fenced_port, "IsFollowing", bodies["IsFollowing"], args.seconds)
+            baseline = h2load(echo_port, "IsFollowing", bodies["IsFollowing"], args.seconds)
+            report["echo_with_fence"] = {
+                "fenced_echo_rps": round(fenced),
+                "echo_rps": round(baseline),
+                "ratio": round(fenced / baseline, 3),
+            }
             scaling = {}
             for n in (int(value) for value in args.processes.split(",")):
                 scaling[n] = processes_rate(stack.env, n, cores, bodies["IsFollowing"], args.seconds, Path(tmp))

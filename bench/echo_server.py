@@ -2,6 +2,11 @@
 
 No interceptors, no logging, no cache, no store: what the service's RPCs would cost if the
 service did nothing.
+
+Run: python -m bench.echo_server PORT [REDIS_URL]. Given a Redis URL, ``IsFollowing`` first waits
+for the near cache's read fence (``graph_service/cache/near_cache.py``) on that Redis, and does
+nothing else: the least a read answered from a process's memory costs while SPEC §3 holds across
+replicas (no replica answers the old state after a write returned anywhere).
 """
 
 from __future__ import annotations
@@ -16,12 +21,17 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from socialgraph.v1 import timeline_pb2 as tpb
 from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
+from graph_service.cache.near_cache import NearCache
+
 
 class EchoServicer(pb_grpc.SocialGraphServiceServicer):
-    def __init__(self, page: list[pb.FollowEntry]) -> None:
+    def __init__(self, page: list[pb.FollowEntry], near: NearCache | None = None) -> None:
         self._page = pb.ListFollowersResponse(followers=page, next_page_token="x" * 80)
+        self._near = near
 
     async def IsFollowing(self, request: pb.IsFollowingRequest, context: Any) -> pb.IsFollowingResponse:
+        if self._near is not None and not await self._near.fence():
+            raise RuntimeError("the near cache's connection is not tracking")
         return pb.IsFollowingResponse(following=True)
 
     async def GetCounts(self, request: pb.GetCountsRequest, context: Any) -> pb.GetCountsResponse:
@@ -42,12 +52,21 @@ class TimelineEcho(tpb_grpc.TimelineServiceServicer):
         return self._page
 
 
-async def main(port: int) -> None:
+async def main(port: int, redis_url: str | None = None) -> None:
     entries = [pb.FollowEntry(user_id=1000 + i) for i in range(50)]
     for entry in entries:
         entry.followed_at.FromMicroseconds(1_760_000_000_000_000 + entry.user_id)
+    near = None
+    if redis_url:
+        near = NearCache(redis_url, max_entries=0)
+        near.start()
+        deadline = asyncio.get_running_loop().time() + 30
+        while not near.usable:  # polled with a deadline: tracking before the port opens
+            if asyncio.get_running_loop().time() > deadline:
+                raise SystemExit(f"the near cache did not start tracking on {redis_url}")
+            await asyncio.sleep(0.01)
     server = grpc.aio.server()
-    servicer = EchoServicer(entries)  # type: ignore[abstract]  # only the RPCs the benchmark calls
+    servicer = EchoServicer(entries, near)  # type: ignore[abstract]  # only the RPCs the benchmark calls
     pb_grpc.add_SocialGraphServiceServicer_to_server(servicer, server)
     tpb_grpc.add_TimelineServiceServicer_to_server(TimelineEcho(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
@@ -56,4 +75,4 @@ async def main(port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None))

@@ -77,10 +77,12 @@ def private_stack(*, with_service: bool = True) -> Iterator[Stack]:
 
 
 @contextlib.contextmanager
-def echo_server(env: dict[str, str], log_dir: Path) -> Iterator[int]:
-    """``bench.echo_server`` (the bare grpc.aio baseline) on a free port, listening; its port."""
+def echo_server(env: dict[str, str], log_dir: Path, *, fence_on: str | None = None) -> Iterator[int]:
+    """``bench.echo_server`` (the bare grpc.aio baseline) on a free port, listening; its port.
+    ``fence_on``: a Redis URL, and its ``IsFollowing`` waits for a near-cache read fence there."""
     port = free_port()
-    echo = start_process(["-m", "bench.echo_server", str(port)], env, log_dir / "echo.log")
+    extra = [] if fence_on is None else [fence_on]
+    echo = start_process(["-m", "bench.echo_server", str(port), *extra], env, log_dir / "echo.log")
     try:
         wait_port(port)
         yield port

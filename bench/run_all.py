@@ -48,6 +48,11 @@ def cached_h2load(report: dict[str, Any]) -> list[Row]:
             at_least(r["ratio"], 0.8))
         for name, r in report["results"].items()
     ]  # fmt: skip
+    fenced = report["echo_with_fence"]
+    rows.append(
+        Row("floor: echo IsFollowing after a near-cache read fence (h2load)", f"{fenced['fenced_echo_rps']} rps",
+            f"echo {fenced['echo_rps']} rps", fenced["ratio"], "reported", None)
+    )  # fmt: skip
     for n, r in report["serve_processes"].items():
         rows.append(
             Row(f"IsFollowing, SG_SERVE_PROCESSES={n} (h2load)", f"{r['is_following_rps']} rps", f"{n} x one process",
