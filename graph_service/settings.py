@@ -80,7 +80,7 @@ class Settings:
     redis_max_connections: int = 256
     """Most Redis calls in flight per process (and connections per Redis node); more wait their turn."""
     near_cache_entries: int = 100_000
-    """``serve``: keys of follow states, counts and first list pages kept in the process, trusted
+    """``serve``: keys of follow states, counts, first list pages and relationships kept in the process, trusted
     through Redis's invalidation messages and a read fence (docs/performance.md); 0: off. Off with
     Redis Cluster."""
     cache_ttl_seconds: int = 86_400

@@ -54,7 +54,7 @@ class GraphCache:
     ) -> None:
         self._redis = redis
         self._near = near
-        """The serving process's copy of hot entries (follow states, counts, first pages), or None."""
+        """The serving process's copy of hot entries (follow states, counts, first pages, relationships), or None."""
         # redis-py raises "Too many connections" past its pool size instead of waiting; a call
         # over the limit waits here for its turn, so a burst never trips the circuit breaker.
         self._in_flight = asyncio.Semaphore(max_in_flight)
