@@ -21,7 +21,7 @@ V = TypeVar("V")
 
 class IdentityMemo(Generic[V]):
     def __init__(self, max_entries: int) -> None:
-        """Up to ``max_entries`` sources; the least recently built go first; 0 keeps none."""
+        """Up to ``max_entries`` sources; the least recently used go first; 0 keeps none."""
         self._max = max_entries
         self._built: OrderedDict[tuple[Hashable, int], tuple[object, V]] = OrderedDict()
 
@@ -33,6 +33,7 @@ class IdentityMemo(Generic[V]):
         key = (tag, id(source))
         found = self._built.get(key)
         if found is not None and found[0] is source:
+            self._built.move_to_end(key)
             return found[1]
         value = build()
         if self._max:

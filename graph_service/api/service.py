@@ -59,9 +59,10 @@ __all__ = ["REPLIES_REMEMBERED", "GraphService"]
 
 log = structlog.get_logger(__name__)
 RACE_ATTEMPTS = 8
-REPLIES_REMEMBERED = 4096
-"""First pages (and, in the servicer, their replies) kept by the page object they came from."""
 """Times one write reads the pair again and decides afresh before giving up as ``Unavailable``."""
+REPLIES_REMEMBERED = 1024
+"""First pages of followers and followings (and, in the servicer, their replies) kept by the page
+object they came from: at the default page size of 50, about 50,000 entries at most."""
 DEFAULT_SUGGESTIONS = 20
 SWEEP_BATCH = 100
 
@@ -350,6 +351,8 @@ class GraphService:
         requested_size: int,
         page_token: str,
         fetch: Callable[[int, Cursor | None], Awaitable[EdgePage]],
+        *,
+        remember: bool = False,
     ) -> Page:
         """One AIP-158 page: validate size and token (bound to ``scope``), fetch, sign the next token."""
         limit = page_size(requested_size, self._settings.default_page_size, self._settings.max_page_size)
@@ -360,7 +363,7 @@ class GraphService:
             token = self._tokens.encode(scope, page.entries[-1]) if page.has_more and page.entries else ""
             return Page(entries=page.entries, next_page_token=token)
 
-        if after is not None:  # the near cache keeps first pages only: a later one is new every time
+        if not remember or after is not None:  # the near cache keeps first lists' pages only
             return signed()
         return self._first_pages.get(scope, page, signed)
 
@@ -371,6 +374,7 @@ class GraphService:
             page_size,
             page_token,
             lambda n, a: self._reads.list_edges(direction, user_id, n, a),
+            remember=True,
         )
 
     async def list_known_followers(self, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page:

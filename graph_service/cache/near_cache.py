@@ -65,8 +65,8 @@ class NearCache:
         self._in_flight = False
         """A fence is on the wire; reads arriving meanwhile wait for the next, sent when it returns."""
         self._stop = asyncio.Event()
-        self._closing: asyncio.Task[None] | None = None
-        """The disconnect of a connection a fence could not be written to (the reader then starts over)."""
+        self._closing: set[asyncio.Task[None]] = set()
+        """Disconnects of connections a fence could not be written to (the reader then starts over)."""
         self._task: asyncio.Task[None] | None = None
         self._metrics = metrics if metrics is not None else NearCacheMetrics()
         self._metrics.watch(lambda: len(self._entries), lambda: self._usable)
@@ -125,6 +125,7 @@ class NearCache:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(*self._closing, return_exceptions=True)
         self._down()
 
     # -- the invalidation connection ----------------------------------------------------------
@@ -150,7 +151,9 @@ class NearCache:
         except Exception as exc:  # a transport already torn down; else a loss shows to the reader
             log.warning("near_cache_fence_failed", error=str(exc))
             self._down()  # every waiter, this one included, goes to Redis
-            self._closing = asyncio.get_running_loop().create_task(_disconnect(connection))
+            closing = asyncio.get_running_loop().create_task(_disconnect(connection))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     async def _run(self) -> None:
         backoff = Backoff(0.1, 5.0)

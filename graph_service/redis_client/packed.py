@@ -8,7 +8,7 @@
 - ``evalsha_calls``: a few calls of one script with keys and arguments of their own (a follow's
   write-through in both users' slots), in one write instead of one round trip each.
 
-Every reply is read under one timeout for the batch. Single node only: on Redis Cluster the keys
+Every reply is read under one timeout for the whole write. Single node only: on Redis Cluster the keys
 live on several nodes, and the callers keep redis-py's cluster client there (which routes, and
 follows MOVED and ASK).
 """
@@ -27,7 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 __all__ = ["evalsha_calls", "evalsha_each_key"]
 
 BATCH_TIMEOUT_FACTOR = 4
-"""A batch may take this many socket timeouts (it is many commands)."""
+"""A fanout batch may take this many socket timeouts (it is many commands)."""
 
 
 def _bulk(value: bytes) -> bytes:
@@ -54,26 +54,28 @@ async def evalsha_each_key(redis: Redis, sha: str, keys: Sequence[str], args: Se
     (a ``NoScriptError`` before any other: the caller loads the script and sends the batch again).
     A connection that failed or timed out midway is closed, never given back with replies unread."""
     if keys:
-        await _send_and_read(redis, pack(sha, keys, args), len(keys), keep=False)
+        await _send_and_read(redis, pack(sha, keys, args), len(keys), keep=False, timeouts=BATCH_TIMEOUT_FACTOR)
 
 
 async def evalsha_calls(
     redis: Redis, sha: str, calls: Sequence[tuple[Sequence[str], Sequence[str | int]]]
 ) -> list[Any]:
     """Run the loaded script ``sha`` once per ``(keys, args)`` of ``calls``, in one write on one
-    pooled connection; the replies in order. Errors as ``evalsha_each_key``."""
+    pooled connection; the replies in order, under one socket timeout (a few calls: as long as one
+    command may take, so a write-through waits no longer than it did as separate calls). Errors as
+    ``evalsha_each_key``."""
     payload = b"".join(pack_call(sha, keys, args) for keys, args in calls)
-    return await _send_and_read(redis, payload, len(calls), keep=True)
+    return await _send_and_read(redis, payload, len(calls), keep=True, timeouts=1)
 
 
-async def _send_and_read(redis: Redis, payload: bytes, count: int, *, keep: bool) -> list[Any]:
+async def _send_and_read(redis: Redis, payload: bytes, count: int, *, keep: bool, timeouts: int) -> list[Any]:
     pool = redis.connection_pool
     connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]
     timeout = connection.socket_timeout
     first_error: ResponseError | None = None
     replies: list[Any] = []
     try:
-        async with asyncio.timeout(None if timeout is None else timeout * BATCH_TIMEOUT_FACTOR):
+        async with asyncio.timeout(None if timeout is None else timeout * timeouts):
             await connection.send_packed_command(payload)
             for _ in range(count):
                 try:

@@ -26,9 +26,9 @@ ROUNDS = 10
 READS_AFTER = 4
 
 
-async def near_hits(child: Child) -> float:
+async def near_hits(child: Child, kind: str | None = None) -> float:
     samples = (await scrape(child.metrics_port)).samples.get("socialgraph_near_cache_hits_total", [])
-    return sum(value for _, value in samples)
+    return sum(value for labels, value in samples if kind is None or labels.get("kind") == kind)
 
 
 async def tracking(child: Child) -> bool:
@@ -77,8 +77,10 @@ async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int
             seen = 0
             for round_ in range(ROUNDS):
                 following = round_ % 2 == 0
-                before = await asyncio.gather(
-                    state(follower, followee), listed(follower, followee), related(follower, followee)
+                before = list(
+                    await asyncio.gather(
+                        state(follower, followee), listed(follower, followee), related(follower, followee)
+                    )
                 )
                 assert before == [not following] * 3, (index, round_, "before")
                 if following:
@@ -109,6 +111,7 @@ async def test_reads_on_one_process_never_miss_a_write_acknowledged_by_another(
         checked = await interleave(writer, reader)
         assert checked >= PAIRS * ROUNDS * (3 + 2 * (READS_AFTER + 2))
         assert await near_hits(reader) > checked / 5  # the near cache answered, it was not bypassed
+        assert await near_hits(reader, "relationships") > 0  # GetRelationships too
 
         client = aioredis.from_url(redis_url, decode_responses=True)
         killed = 0

@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 
 from graph_service.domain.errors import TimelineUnavailable
 from graph_service.redis_client.connect import build_redis
-from graph_service.redis_client.packed import evalsha_each_key
+from graph_service.redis_client.packed import evalsha_calls, evalsha_each_key
 from graph_service.settings import Settings
 from graph_service.timelines import keys
 from graph_service.timelines.timeline_store import TimelineStore
@@ -102,3 +102,22 @@ async def test_a_batch_not_answered_in_time_closes_its_connection_and_the_next_c
     assert await store.home(4) == [61, 60]
     await store.push(71, [5])
     assert await store.home(5) == [71]
+
+
+async def test_calls_with_keys_and_arguments_of_their_own_answer_in_order_and_an_error_stays_its_own(
+    redis_url: str, raw: aioredis.Redis
+) -> None:
+    """``evalsha_calls`` (a follow's write-through in both users' slots): the replies in order; a
+    call failing midway is raised after the others ran, and the pool's one connection stays in step."""
+    one = build_redis(redis_url, cluster=False, settings=ONE_CONNECTION)
+    assert isinstance(one, aioredis.Redis)
+    try:
+        sha = await raw.script_load("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+        assert await evalsha_calls(one, sha, [(["n{1}"], [2]), (["n{2}"], [5])]) == [2, 5]
+        await raw.set("n{3}", "not a number")
+        with pytest.raises(ResponseError, match="not an integer"):
+            await evalsha_calls(one, sha, [(["n{1}"], [1]), (["n{3}"], [1]), (["n{2}"], [1])])
+        assert [await raw.get(k) for k in ("n{1}", "n{2}")] == ["3", "6"]
+        assert await one.get("n{1}") == "3"  # the next command reads its own reply
+    finally:
+        await one.aclose()
