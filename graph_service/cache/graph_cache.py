@@ -13,12 +13,11 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.near_cache import NearCache
@@ -26,7 +25,7 @@ from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePag
 from graph_service.domain.times import now_us
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.redis_client.failures import ANY_FAILURE, retry_torn
-from graph_service.redis_client.packed import evalsha_calls
+from graph_service.redis_client.packed import script_calls
 from graph_service.telemetry.cache import CacheMetrics
 
 __all__ = ["GraphCache"]
@@ -238,25 +237,16 @@ class GraphCache:
             ]
 
         sides = self._sides(follower_id, followee_id)
-        if isinstance(self._redis, Redis):  # one node: both slots' calls in one write, one round trip
+        redis = self._redis
+        if isinstance(redis, Redis):  # one node: both slots' calls in one write, one round trip
             calls = [(edge_keys(*side), args(side[3])) for side in sides]
-            ok, _ = await self._try(lambda: self._packed(script, calls), essential=essential)
+            ok, _ = await self._try(lambda: script_calls(redis, script, calls), essential=essential)
             return ok
 
         def call(side: tuple[int, str, Direction, int]) -> Callable[[], Awaitable[object]]:
             return lambda: script(keys=edge_keys(*side), args=args(side[3]))
 
         return await self._in_both_slots([call(side) for side in sides], essential=essential)
-
-    async def _packed(self, script: AsyncScript, calls: list[tuple[list[str], list[str | int]]]) -> list[Any]:
-        """``calls`` of ``script`` in one write (``redis_client/packed.py``); loaded first if Redis
-        lost it (a restart, a failover, ``SCRIPT FLUSH``)."""
-        assert isinstance(self._redis, Redis)
-        try:
-            return await evalsha_calls(self._redis, script.sha, calls)
-        except NoScriptError:
-            await self._redis.script_load(script.script)
-            return await evalsha_calls(self._redis, script.sha, calls)
 
     def _dropping(self, owner: int, *stale: str) -> Callable[[], Awaitable[object]]:
         return lambda: self._drop(keys=[keys.epoch(owner), *stale])

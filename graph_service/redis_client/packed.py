@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["evalsha_calls", "evalsha_each_key"]
+__all__ = ["evalsha_calls", "evalsha_each_key", "script_calls"]
 
 BATCH_TIMEOUT_FACTOR = 4
 """A fanout batch may take this many socket timeouts (it is many commands)."""
@@ -66,6 +67,18 @@ async def evalsha_calls(
     ``evalsha_each_key``."""
     payload = b"".join(pack_call(sha, keys, args) for keys, args in calls)
     return await _send_and_read(redis, payload, len(calls), keep=True, timeouts=1)
+
+
+async def script_calls(
+    redis: Redis, script: AsyncScript, calls: Sequence[tuple[Sequence[str], Sequence[str | int]]]
+) -> list[Any]:
+    """``evalsha_calls`` of a registered script, loaded and sent again if Redis lost it (a restart,
+    a failover, ``SCRIPT FLUSH``)."""
+    try:
+        return await evalsha_calls(redis, script.sha, calls)
+    except NoScriptError:
+        await redis.script_load(script.script)
+        return await evalsha_calls(redis, script.sha, calls)
 
 
 async def _send_and_read(redis: Redis, payload: bytes, count: int, *, keep: bool, timeouts: int) -> list[Any]:
