@@ -39,13 +39,17 @@ class Fanout:
         """Record the tweet as its author's; push it to every follower unless the author is a
         celebrity (then readers pull it). Returns how many timelines were written."""
         author = event.author_id
-        await self._timelines.record_tweet(author, event.tweet_id)
+        new_followers = await self._timelines.record_tweet(author, event.tweet_id)
         followers = await self._graph.follower_count(author)
         if followers >= self._threshold:
             await self._timelines.mark_celebrity(author, followers)
             self._metrics.celebrity_skips.inc()
             log.info("fanout_pull_only", author_id=author, tweet_id=event.tweet_id, followers=followers)
             return 0
+        # Followers whose follow this fanout applied lately: the list read below may not show them
+        # yet (the backfill handshake; their backfill ran before this tweet was recorded). A push
+        # twice to one timeline changes nothing, so they are not counted or left out below.
+        await self._timelines.push(event.tweet_id, new_followers)
         written = 0
         async with contextlib.aclosing(self._follower_pages(author)) as pages:
             async for page in pages:
@@ -61,8 +65,10 @@ class Fanout:
 
     async def follow(self, event: Follow) -> None:
         """A new follow brings the followee's recent tweets into the follower's timeline (a celebrity's
-        are pulled at read time anyway); a removed one takes them out again, to free the room."""
-        recent = await self._timelines.recent(event.followee_id)
+        are pulled at read time anyway); a removed one takes them out again, to free the room.
+        Noting the follow and reading the recent tweets is one step (``TimelineWrites.note_follow``):
+        a tweet recorded after it is pushed to this follower by ``tweet`` instead."""
+        recent = await self._timelines.note_follow(event.followee_id, event.follower_id, followed=event.followed)
         if not event.followed:
             await self._timelines.remove(event.follower_id, recent)
         elif not await self._timelines.is_celebrity(event.followee_id):

@@ -206,8 +206,15 @@ class SuggestionCache(Protocol):
 class TimelineWrites(Protocol):
     """What the fanout writes. Every call is idempotent: the merge keeps each tweet once, newest first."""
 
-    async def record_tweet(self, author_id: int, tweet_id: int) -> None:
-        """Remember the tweet among its author's recent ones, and who wrote it."""
+    async def record_tweet(self, author_id: int, tweet_id: int) -> list[int]:
+        """Remember the tweet among its author's recent ones, and who wrote it; return the author's
+        new followers (noted by ``note_follow`` lately), read in the same atomic step."""
+        ...
+
+    async def note_follow(self, followee_id: int, follower_id: int, *, followed: bool) -> list[int]:
+        """Note a follow among the followee's new followers (or forget it, when ``followed`` is
+        false) and return the followee's recent tweets, newest first, read in the same atomic step.
+        With ``record_tweet`` this is the backfill handshake: whichever runs second sees the other."""
         ...
 
     async def push(self, tweet_id: int, user_ids: Sequence[int]) -> None:

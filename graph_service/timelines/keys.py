@@ -3,7 +3,7 @@ the same Cluster slot as that user's graph cache entries."""
 
 from __future__ import annotations
 
-__all__ = ["CELEBRITIES", "home", "recent", "tweet_author"]
+__all__ = ["CELEBRITIES", "home", "new_followers", "recent", "tweet_author"]
 
 CELEBRITIES = "celebrities"
 """Sorted set: accounts whose tweets are pulled at read time (score: follower count when seen)."""
@@ -17,6 +17,12 @@ def home(user_id: int) -> str:
 def recent(author_id: int) -> str:
     """List of the author's own latest tweet IDs, newest first: pulled for celebrities, backfilled on follow."""
     return f"user_tweets:{{{author_id}}}"
+
+
+def new_followers(author_id: int) -> str:
+    """Sorted set: followers whose follow of the author the fanout applied lately (score: when), so
+    that a tweet recorded meanwhile reaches them whatever the follower list it reads still says."""
+    return f"new_followers:{{{author_id}}}"
 
 
 def tweet_author(tweet_id: int) -> str:

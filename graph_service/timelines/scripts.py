@@ -6,7 +6,7 @@ are doubles and cannot tell two 64-bit IDs apart.
 
 from __future__ import annotations
 
-__all__ = ["MERGE_IDS", "OLDER_THAN", "REMOVE_IDS"]
+__all__ = ["MERGE_IDS", "NOTE_FOLLOW", "OLDER_THAN", "RECORD_TWEET", "REMOVE_IDS"]
 
 # Whether tweet ID a is newer (larger) than b, both decimal strings.
 _NEWER = """
@@ -16,47 +16,82 @@ local function newer(a, b)
 end
 """
 
-# Insert tweet IDs into a newest-first list that holds each ID once, then cap it.
-# KEYS[1]: the list. ARGV[1]: the cap. ARGV[2..]: tweet IDs, any order. Returns how many were added.
+# Insert tweet IDs into a newest-first list that holds each ID once, then cap it: merge(key, cap,
+# ids, from) takes ids[from..]. Returns how many were added.
 # The common case, an ID newer than the head, is LINDEX + LPUSH; an ID that arrives late is put in
 # its place (or dropped if the list is full of newer ones); an ID already present changes nothing.
-MERGE_IDS = (
-    _NEWER
-    + """
-local key = KEYS[1]
-local cap = tonumber(ARGV[1])
-local added = 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  local head = redis.call('LINDEX', key, 0)
-  if not head or newer(id, head) then
-    redis.call('LPUSH', key, id)
-    added = added + 1
-  elseif id ~= head then
-    local tail = redis.call('LINDEX', key, -1)
-    if newer(tail, id) then
-      if redis.call('LLEN', key) < cap then
-        redis.call('RPUSH', key, id)
-        added = added + 1
-      end
-    elseif id ~= tail and not redis.call('LPOS', key, id) then
-      local entries = redis.call('LRANGE', key, 0, -1)
-      for j = 2, #entries do
-        if newer(id, entries[j]) then
-          redis.call('LINSERT', key, 'BEFORE', entries[j], id)
+_MERGE = """
+local function merge(key, cap, ids, from)
+  local added = 0
+  for i = from, #ids do
+    local id = ids[i]
+    local head = redis.call('LINDEX', key, 0)
+    if not head or newer(id, head) then
+      redis.call('LPUSH', key, id)
+      added = added + 1
+    elseif id ~= head then
+      local tail = redis.call('LINDEX', key, -1)
+      if newer(tail, id) then
+        if redis.call('LLEN', key) < cap then
+          redis.call('RPUSH', key, id)
           added = added + 1
-          break
+        end
+      elseif id ~= tail and not redis.call('LPOS', key, id) then
+        local entries = redis.call('LRANGE', key, 0, -1)
+        for j = 2, #entries do
+          if newer(id, entries[j]) then
+            redis.call('LINSERT', key, 'BEFORE', entries[j], id)
+            added = added + 1
+            break
+          end
         end
       end
     end
   end
+  if added > 0 and redis.call('LLEN', key) > cap then
+    redis.call('LTRIM', key, 0, cap - 1)
+  end
+  return added
 end
-if added > 0 and redis.call('LLEN', key) > cap then
-  redis.call('LTRIM', key, 0, cap - 1)
-end
-return added
+"""
+
+# KEYS[1]: the list. ARGV[1]: the cap. ARGV[2..]: tweet IDs, any order. Returns how many were added.
+MERGE_IDS = _NEWER + _MERGE + "return merge(KEYS[1], tonumber(ARGV[1]), ARGV, 2)\n"
+
+# The two halves of the backfill handshake (docs/architecture.md, "Fanout worker"), each one atomic
+# step on the author's slot. A tweet is recorded among its author's recent tweets in the same step
+# that reads who followed the author lately; a follow is noted among those new followers in the
+# same step that reads the recent tweets. Whichever of the two runs second sees the other, so a
+# tweet posted before a follow reaches the follower by the backfill or by the push, in any order
+# of events, even while the follower list the push reads still lags the follow.
+#
+# RECORD_TWEET: KEYS[1] recent tweets, KEYS[2] new followers. ARGV[1] recent cap, ARGV[2] now
+# (seconds), ARGV[3] how long a follow stays new (seconds), ARGV[4] the tweet ID.
+# Returns the followers noted within that time.
+RECORD_TWEET = (
+    _NEWER
+    + _MERGE
+    + """
+merge(KEYS[1], tonumber(ARGV[1]), ARGV, 4)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[3])))
+return redis.call('ZRANGE', KEYS[2], 0, -1)
 """
 )
+
+# NOTE_FOLLOW: KEYS[1] recent tweets, KEYS[2] new followers. ARGV[1] now (seconds), ARGV[2] how long
+# a follow stays new (seconds), ARGV[3] the follower, ARGV[4] "1" followed, "0" unfollowed (forgotten).
+# Returns the author's recent tweets, newest first.
+NOTE_FOLLOW = """
+local window = tonumber(ARGV[2])
+if ARGV[4] == '1' then
+  redis.call('ZADD', KEYS[2], tonumber(ARGV[1]), ARGV[3])
+  redis.call('EXPIRE', KEYS[2], math.ceil(window))
+else
+  redis.call('ZREM', KEYS[2], ARGV[3])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[1]) - window))
+return redis.call('LRANGE', KEYS[1], 0, -1)
+"""
 
 # Remove tweet IDs from a list. KEYS[1]: the list. ARGV: tweet IDs. Returns how many were removed.
 REMOVE_IDS = """

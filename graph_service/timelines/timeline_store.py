@@ -4,6 +4,7 @@ a tweet -> author cache. Redis is where timelines live, so failures are raised, 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -16,9 +17,14 @@ from graph_service.redis_client.failures import UNANSWERED, UNREACHABLE, retry_t
 from graph_service.redis_client.packed import evalsha_each_key
 from graph_service.timelines import keys, scripts
 
-__all__ = ["TimelineStore"]
+__all__ = ["NEW_FOLLOW_SECONDS", "TimelineStore"]
 
 ATTEMPTS = 3
+NEW_FOLLOW_SECONDS = 600.0
+"""How long the fanout keeps a follow it applied among the author's new followers (the backfill
+handshake, ``scripts.RECORD_TWEET``): far longer than a follower list the fanout reads can lag
+the follow's commit (the write-through follows the commit by at most a Redis timeout; a cache
+that could not be settled is not trusted)."""
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -46,12 +52,25 @@ def _redis_call(
 class TimelineStore:
     """``TimelineWrites`` (the fanout) and ``TimelineReads`` (the read path) on Redis."""
 
-    def __init__(self, redis: AnyRedis, *, timeline_cap: int, recent_cap: int, author_ttl_seconds: int) -> None:
+    def __init__(
+        self,
+        redis: AnyRedis,
+        *,
+        timeline_cap: int,
+        recent_cap: int,
+        author_ttl_seconds: int,
+        new_follow_seconds: float = NEW_FOLLOW_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._redis = redis
         self._timeline_cap = timeline_cap
         self._recent_cap = recent_cap
         self._author_ttl = author_ttl_seconds
+        self._new_follow = new_follow_seconds
+        self._clock = clock
         self._merge = redis.register_script(scripts.MERGE_IDS)
+        self._record = redis.register_script(scripts.RECORD_TWEET)
+        self._note_follow = redis.register_script(scripts.NOTE_FOLLOW)
         self._remove = redis.register_script(scripts.REMOVE_IDS)
         self._older_than = redis.register_script(scripts.OLDER_THAN)
 
@@ -86,10 +105,25 @@ class TimelineStore:
         await self._redis.script_load(scripts.MERGE_IDS)
 
     @_redis_call
-    async def record_tweet(self, author_id: int, tweet_id: int) -> None:
-        """Remember the tweet among its author's recent ones, and who wrote it."""
-        await self._merge(keys=[keys.recent(author_id)], args=[self._recent_cap, tweet_id])
+    async def record_tweet(self, author_id: int, tweet_id: int) -> list[int]:
+        """Remember the tweet among its author's recent ones, and who wrote it; return the author's
+        new followers (``note_follow``), read in the same atomic step as the tweet is recorded."""
+        new = await self._record(
+            keys=[keys.recent(author_id), keys.new_followers(author_id)],
+            args=[self._recent_cap, self._clock(), self._new_follow, tweet_id],
+        )
         await self._redis.set(keys.tweet_author(tweet_id), author_id, ex=self._author_ttl)
+        return [int(v) for v in new]
+
+    @_redis_call
+    async def note_follow(self, followee_id: int, follower_id: int, *, followed: bool) -> list[int]:
+        """Note a follow among the followee's new followers (or forget it: unfollowed) and return the
+        followee's recent tweets, newest first, read in the same atomic step."""
+        recent = await self._note_follow(
+            keys=[keys.recent(followee_id), keys.new_followers(followee_id)],
+            args=[self._clock(), self._new_follow, follower_id, "1" if followed else "0"],
+        )
+        return [int(v) for v in recent]
 
     @_redis_call
     async def merge(self, user_id: int, tweet_ids: Sequence[int]) -> int:

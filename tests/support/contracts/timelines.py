@@ -1,19 +1,23 @@
 """What every implementation of ``TimelineWrites`` and ``TimelineReads`` must do.
 
 ``TimelinesContract`` runs against the in-memory fake and the Redis ``TimelineStore``; a subclass
-provides ``timelines``: fresh timelines with a cap of 3 entries and 2 recent tweets per author.
+provides ``timelines``: fresh timelines with a cap of 3 entries and 2 recent tweets per author, a
+follow kept new for ``NEW_FOLLOW_SECONDS``, and the contract's ``clock`` as their clock.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+import pytest
+
 from graph_service.domain.ports import TimelineReads, TimelineWrites
 
-__all__ = ["RECENT_CAP", "TIMELINE_CAP", "Timelines", "TimelinesContract"]
+__all__ = ["NEW_FOLLOW_SECONDS", "RECENT_CAP", "TIMELINE_CAP", "ManualClock", "Timelines", "TimelinesContract"]
 
 TIMELINE_CAP = 3
 RECENT_CAP = 2
+NEW_FOLLOW_SECONDS = 60.0
 BIG = 2**64 - 1
 
 
@@ -21,7 +25,46 @@ class Timelines(TimelineWrites, TimelineReads, Protocol):
     pass
 
 
+class ManualClock:
+    """Seconds since the epoch, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class TimelinesContract:
+    @pytest.fixture
+    def clock(self) -> ManualClock:
+        return ManualClock()
+
+    async def test_a_tweet_recorded_after_a_follow_was_noted_names_the_new_follower(self, timelines: Timelines) -> None:
+        assert await timelines.record_tweet(5, 11) == []
+        assert await timelines.note_follow(5, 70, followed=True) == [11]
+        assert await timelines.note_follow(5, 71, followed=True) == [11]
+        assert sorted(await timelines.record_tweet(5, 12)) == [70, 71]
+        assert await timelines.record_tweet(6, 13) == []  # another author's
+
+    async def test_an_unfollow_forgets_the_new_follower_and_reads_the_recent_tweets(self, timelines: Timelines) -> None:
+        await timelines.note_follow(5, 70, followed=True)
+        await timelines.record_tweet(5, 11)
+        await timelines.record_tweet(5, 12)
+        assert await timelines.note_follow(5, 70, followed=False) == [12, 11]
+        assert await timelines.note_follow(5, 70, followed=False) == [12, 11]  # a repeat: the same
+        assert await timelines.record_tweet(5, 13) == []
+
+    async def test_a_follow_stays_new_for_its_window_only(self, timelines: Timelines, clock: ManualClock) -> None:
+        await timelines.note_follow(5, 70, followed=True)
+        clock.now += NEW_FOLLOW_SECONDS / 2
+        await timelines.note_follow(5, 71, followed=True)
+        assert sorted(await timelines.record_tweet(5, 11)) == [70, 71]
+        clock.now += NEW_FOLLOW_SECONDS / 2 + 1
+        assert await timelines.record_tweet(5, 12) == [71]
+        clock.now += NEW_FOLLOW_SECONDS
+        assert await timelines.record_tweet(5, 13) == []
+
     async def test_merge_keeps_each_tweet_once_newest_first(self, timelines: Timelines) -> None:
         assert await timelines.merge(1, [5, 3, 2, 3]) == 3
         assert await timelines.home(1) == [5, 3, 2]

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 __all__ = ["FakeTimelines", "merge_ids"]
 
@@ -31,9 +32,20 @@ def merge_ids(entries: list[int], tweet_ids: Sequence[int], cap: int) -> int:
 
 
 class FakeTimelines:
-    def __init__(self, *, timeline_cap: int = 800, recent_cap: int = 200) -> None:
+    def __init__(
+        self,
+        *,
+        timeline_cap: int = 800,
+        recent_cap: int = 200,
+        new_follow_seconds: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.timeline_cap = timeline_cap
         self.recent_cap = recent_cap
+        self.new_follow_seconds = new_follow_seconds
+        self.clock = clock
+        self.new_followers: dict[int, dict[int, float]] = {}
+        """Per author: follower -> when ``note_follow`` noted the follow."""
         self.homes: dict[int, list[int]] = {}
         self.recents: dict[int, list[int]] = {}
         self.tweet_authors: dict[int, int] = {}
@@ -43,9 +55,27 @@ class FakeTimelines:
 
     # -- TimelineWrites -------------------------------------------------------------------
 
-    async def record_tweet(self, author_id: int, tweet_id: int) -> None:
+    async def record_tweet(self, author_id: int, tweet_id: int) -> list[int]:
         merge_ids(self.recents.setdefault(author_id, []), [tweet_id], self.recent_cap)
         self.tweet_authors[tweet_id] = author_id
+        return sorted(self._new_followers(author_id), key=str)
+
+    async def note_follow(self, followee_id: int, follower_id: int, *, followed: bool) -> list[int]:
+        noted = self.new_followers.setdefault(followee_id, {})
+        if followed:
+            noted[follower_id] = self.clock()
+        else:
+            noted.pop(follower_id, None)
+        self._new_followers(followee_id)
+        return list(self.recents.get(followee_id, []))
+
+    def _new_followers(self, author_id: int) -> dict[int, float]:
+        """The author's new followers, those noted longer ago than the window dropped."""
+        noted = self.new_followers.setdefault(author_id, {})
+        oldest = self.clock() - self.new_follow_seconds
+        for follower in [f for f, at in noted.items() if at < oldest]:
+            del noted[follower]
+        return noted
 
     async def push(self, tweet_id: int, user_ids: Sequence[int]) -> None:
         for user_id in user_ids:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.contracts.timelines import RECENT_CAP, TIMELINE_CAP, TimelinesContract
+from tests.support.contracts.timelines import (
+    NEW_FOLLOW_SECONDS,
+    RECENT_CAP,
+    TIMELINE_CAP,
+    ManualClock,
+    TimelinesContract,
+)
 from tests.support.fakes.timelines import FakeTimelines
 
 
 class TestFakeTimelines(TimelinesContract):
     @pytest.fixture
-    def timelines(self) -> FakeTimelines:
-        return FakeTimelines(timeline_cap=TIMELINE_CAP, recent_cap=RECENT_CAP)
+    def timelines(self, clock: ManualClock) -> FakeTimelines:
+        return FakeTimelines(
+            timeline_cap=TIMELINE_CAP, recent_cap=RECENT_CAP, new_follow_seconds=NEW_FOLLOW_SECONDS, clock=clock
+        )
