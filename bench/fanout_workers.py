@@ -66,6 +66,7 @@ from socialgraph_devstack.processes import free_port, start_dynamodb_local, star
 from socialgraph_devstack.stack import local_environment
 
 from bench.harness import http_get, start_process, stop_process
+from graph_service.cache.keys import TRUST_GENERATION
 from graph_service.domain.models import Counts, Direction, Edge
 from graph_service.domain.times import now_us
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
@@ -120,6 +121,11 @@ async def seed_followers(settings: Settings, work: Workload) -> None:
     cache = build_graph_cache(settings)
     if cache is None:
         raise RuntimeError("the benchmark needs Redis: SG_REDIS_URL is empty")
+    # No serving process runs here to keep the cache's trust record (cache/lease.py): write the
+    # generation a reset would, so that the workers read the lists as they would beside `serve`.
+    trust = aioredis.from_url(settings.redis_url)
+    await trust.set(TRUST_GENERATION, "bench")
+    await trust.aclose()
     try:
         authors = {a: work.followers_of(a) for a in range(1, work.authors + 1)}
         authors[WARM_AUTHOR] = range(WARM_AUTHOR + 1, WARM_AUTHOR + 1 + WARM_FOLLOWERS)

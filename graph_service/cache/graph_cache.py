@@ -18,9 +18,11 @@ from typing import TypeVar
 import structlog
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.near_cache import NearCache
+from graph_service.cache.trust import Queue, TrustCheck
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
 from graph_service.domain.times import now_us
 from graph_service.redis_client.connect import AnyRedis
@@ -50,9 +52,13 @@ class GraphCache:
         list_limit: int,
         max_in_flight: int = 256,
         near: NearCache | None = None,
+        trust: TrustCheck | None = None,
     ) -> None:
+        """``trust``: every read checks the cache's trust in its round trip (``cache/trust.py``); the
+        processes always pass one (``entrypoints/components.py``), None is for tests of one process."""
         self._redis = redis
         self._near = near
+        self._trust = trust
         """The serving process's copy of hot entries (follow states, counts, first pages, relationships), or None."""
         # redis-py raises "Too many connections" past its pool size instead of waiting; a call
         # over the limit waits here for its turn, so a burst never trips the circuit breaker.
@@ -70,6 +76,7 @@ class GraphCache:
         self._drop = redis.register_script(scripts.DROP)
         self._fill_many = redis.register_script(scripts.FILL_MANY_IF_EPOCH)
         self._repair = redis.register_script(scripts.REPAIR_EDGE)
+        self._epoch = redis.register_script(scripts.EPOCH)
         self.hits = 0
         self.misses = 0
         """Every kind but ``privacy``, summed (what tests and benchmarks read); by kind in ``report_to``'s
@@ -157,8 +164,26 @@ class GraphCache:
     async def _read_epoch(self, key: str) -> str | None:
         if not self.trusted:
             return None
-        ok, value = await self._try(lambda: self._redis.get(key))
-        return str(value or "0") if ok else None
+        sha = self._epoch.sha
+        ok, values = await self._try(lambda: self._read(lambda pipe: pipe.execute_command("EVALSHA", sha, 1, key)))
+        return str(values[0]) if ok and values is not None else None
+
+    async def _read(self, queue: Queue) -> list[object] | None:
+        """The replies of the commands ``queue`` puts on a pipeline, after the trust check (None:
+        the cache may not be trusted now: a miss that fills nothing)."""
+        try:
+            return await self._read_once(queue)
+        except NoScriptError:  # Redis restarted or flushed its scripts: load the read's ones again
+            for source in (scripts.CHECK_TRUST, scripts.EPOCH):
+                await self._redis.script_load(source)
+            return await self._read_once(queue)
+
+    async def _read_once(self, queue: Queue) -> list[object] | None:
+        if self._trust is not None:
+            return await self._trust.read(queue)
+        pipe = self._redis.pipeline(transaction=False)
+        queue(pipe)
+        return list(await pipe.execute())
 
     async def get_follow_state(self, follower_id: int, followee_id: int) -> bool | None:
         if not self.trusted:
@@ -170,8 +195,9 @@ class GraphCache:
             self._count("follow_state", 1, 0)
             return bool(near[0] == "1")
         stamp = self._near.stamp(key) if self._near is not None else None
-        ok, value = await self._try(lambda: self._redis.get(key))
-        if not ok or value is None:
+        ok, values = await self._try(lambda: self._read(lambda pipe: pipe.get(key)))
+        value = values[0] if ok and values is not None else None
+        if value is None:
             self._count("follow_state", 0, 1)
             return None
         self._count("follow_state", 1, 0)
@@ -251,10 +277,11 @@ class GraphCache:
     def _dropping(self, owner: int, *stale: str) -> Callable[[], Awaitable[object]]:
         return lambda: self._drop(keys=[keys.epoch(owner), *stale])
 
-    async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> None:
+    async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> bool:
         """Write-through after a committed follow (``following``) or unfollow of the edge made at ``at_us``.
 
         ``at_us`` is None for an unfollow that found no edge: only the follow state is dropped.
+        False: not settled (owed; the caller must not acknowledge before ``CacheLease.settle_failed``).
         """
         add = "1" if following else "0"
         now_ms = now_us() // 1000
@@ -265,8 +292,10 @@ class GraphCache:
 
         if not await self._on_both_sides(self._write_edge, follower_id, followee_id, args, essential=True):
             self._owe(follower_id, followee_id)
+            return False
+        return True
 
-    async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> None:
+    async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool:
         """Write-through after a committed request or block change between ``a`` and ``b``.
         The consumer passes ``essential=False``: it has the stream to repeat from."""
         calls = [
@@ -275,6 +304,8 @@ class GraphCache:
         ]
         if not await self._in_both_slots(calls, essential=essential):
             self._owe(a, b)
+            return False
+        return True
 
     async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
         """Delete any cached entry that disagrees with a committed change (run by the consumer)."""
@@ -320,17 +351,20 @@ class GraphCache:
             self._count("relationships", len(target_ids), 0)
             return {t: Relationship.decode(str(v)) for t, v in zip(target_ids, near, strict=True)}, None
         stamps = [self._near.stamp(key) for key in rel_keys] if self._near is not None else []
-        ok, values = await self._try(lambda: self._redis.mget([keys.epoch(actor_id), *rel_keys]))
-        if not ok or values is None:
+        ok, replies = await self._try(lambda: self._read(lambda pipe: pipe.mget([keys.epoch(actor_id), *rel_keys])))
+        if not ok or replies is None:
             self._count("relationships", 0, len(target_ids))
             return {}, None
+        values: list[str | None] = replies[0]  # type: ignore[assignment]  # MGET's reply
         found = {t: Relationship.decode(str(v)) for t, v in zip(target_ids, values[1:], strict=True) if v}
         self._count("relationships", len(found), len(target_ids) - len(found))
         if self._near is not None:
             for key, value, stamp in zip(rel_keys, values[1:], stamps, strict=True):
                 if value:
                     self._near.put(key, value, stamp)
-        return found, str(values[0] or "0")
+        if values[0] is None:  # never guard a fill with a missing epoch (scripts._BUMP): make one
+            return found, await self.epoch(actor_id)
+        return found, str(values[0])
 
     async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None:
         if not found:
@@ -345,8 +379,9 @@ class GraphCache:
         if not self.trusted:
             self._count("privacy", 0, 1)
             return None
-        ok, value = await self._try(lambda: self._redis.get(keys.privacy(user_id)))
-        if not ok or value is None:
+        ok, values = await self._try(lambda: self._read(lambda pipe: pipe.get(keys.privacy(user_id))))
+        value = values[0] if ok and values is not None else None
+        if value is None:
             self._count("privacy", 0, 1)
             return None
         self._count("privacy", 1, 0)
@@ -362,17 +397,19 @@ class GraphCache:
     def _dropping_privacy(self, user_id: int) -> Callable[[], Awaitable[object]]:
         return lambda: self._drop(keys=[keys.privacy_epoch(user_id), keys.privacy(user_id)])
 
-    async def drop_private(self, user_id: int, *, essential: bool = True) -> None:
-        """Write-through after a committed privacy change."""
+    async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:
+        """Write-through after a committed privacy change; False: not settled (owed)."""
         ok, _ = await self._try(self._dropping_privacy(user_id), essential=essential)
         if not ok:
             self._owe(user_id, user_id)
+        return ok
 
     async def get_suggestions(self, user_id: int) -> str | None:
         if not self.trusted:
             return None
-        ok, value = await self._try(lambda: self._redis.get(keys.suggestions(user_id)))
-        return str(value) if ok and value is not None else None
+        ok, values = await self._try(lambda: self._read(lambda pipe: pipe.get(keys.suggestions(user_id))))
+        value = values[0] if ok and values is not None else None
+        return str(value) if value is not None else None
 
     async def fill_suggestions(self, user_id: int, value: str, seen: str, ttl_seconds: int) -> None:
         await self._try(
@@ -394,18 +431,21 @@ class GraphCache:
                 return near[0]  # type: ignore[return-value]  # what put() kept under (key, limit)
         stamp = self._near.stamp(key) if self._near is not None and after is None else None
         start = "+" if after is None else f"({after.position}"
-        ok, members = await self._try(
-            lambda: self._redis.zrange(
-                keys.list_key(direction, user_id),
-                start,
-                f"[{SENTINEL}",
-                desc=True,
-                bylex=True,
-                offset=0,
-                num=limit + 1,
+        ok, replies = await self._try(
+            lambda: self._read(
+                lambda pipe: pipe.zrange(
+                    keys.list_key(direction, user_id),
+                    start,
+                    f"[{SENTINEL}",
+                    desc=True,
+                    bylex=True,
+                    offset=0,
+                    num=limit + 1,
+                )
             )
         )
-        if not ok or not members:
+        members: list[str] | None = replies[0] if ok and replies is not None else None  # type: ignore[assignment]
+        if not members:
             self._count("lists", 0, 1)
             return None
         self._count("lists", 1, 0)
@@ -466,13 +506,12 @@ class GraphCache:
             return dict(zip(user_ids, near, strict=True))  # type: ignore[arg-type]  # Counts, as put() kept them
         stamps = [self._near.stamp(key) for key in count_keys] if self._near is not None else []
 
-        async def read() -> list[list[str | None]]:
-            pipe = self._redis.pipeline(transaction=False)
+        def queue(pipe: object) -> None:
             for user_id in user_ids:
-                pipe.hmget(keys.counts(user_id), ["fl", "fg", "v"])
-            return list(await pipe.execute())
+                pipe.hmget(keys.counts(user_id), ["fl", "fg", "v"])  # type: ignore[attr-defined]
 
-        _, rows = await self._try(read)
+        _, replies = await self._try(lambda: self._read(queue))
+        rows: list[list[str | None]] | None = replies  # type: ignore[assignment]  # HMGET's replies
         found: dict[int, Counts] = {}
         for user_id, row in zip(user_ids, rows or [], strict=False):
             if row and None not in row:

@@ -7,6 +7,10 @@ from __future__ import annotations
 from graph_service.domain.models import Direction
 
 __all__ = [
+    "TRUST_GENERATION",
+    "TRUST_LEASES",
+    "TRUST_PREFIX",
+    "TRUST_RESET",
     "counts",
     "epoch",
     "follow_state",
@@ -20,6 +24,15 @@ __all__ = [
 ]
 
 PREFIX = "sg"
+
+TRUST_PREFIX = f"{PREFIX}:{{trust}}:"
+"""The cache's trust record (``cache/trust.py``), all in one slot: kept by a cache reset."""
+TRUST_GENERATION = f"{TRUST_PREFIX}gen"
+"""String: the cache's generation, new after every reset; absent: nothing in the cache is trusted."""
+TRUST_LEASES = f"{TRUST_PREFIX}leases"
+"""Sorted set: each serving process's lease, scored by its expiry (Redis's clock, ms)."""
+TRUST_RESET = f"{TRUST_PREFIX}reset"
+"""String with a TTL: a reset is running (only one at a time, as far as it matters)."""
 
 
 def epoch(user_id: int) -> str:

@@ -4,14 +4,98 @@ which is what makes a fill that raced a write refuse itself."""
 from __future__ import annotations
 
 __all__ = [
+    "CHECK_TRUST",
     "COMMIT_LIST_FILL",
     "DROP",
+    "EPOCH",
     "FILL_IF_EPOCH",
     "FILL_MANY_IF_EPOCH",
+    "REGISTER_LEASE",
+    "RENEW_LEASE",
     "REPAIR_EDGE",
     "SET_COUNTS",
+    "SPLIT_LEASES",
     "WRITE_EDGE",
 ]
+
+# A user's epoch is bumped by INCR; one that does not exist (never made, or gone with a cache
+# reset or a Redis restarted empty) is created from Redis's clock in microseconds instead of 0, so
+# a value seen before the reset can never be reached again after it (that would let a fill that
+# read the store before the reset land after it). A reader never guards a fill with a missing
+# epoch: it creates one first (EPOCH).
+_BUMP = """
+local function bump(key)
+  if redis.call('EXISTS', key) == 1 then
+    redis.call('INCR', key)
+  else
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+end
+"""
+
+# The epoch before a store read, created (as _BUMP would) if missing. KEYS: the epoch.
+EPOCH = """
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+local t = redis.call('TIME')
+v = t[1] .. string.format('%06d', tonumber(t[2]))
+redis.call('SET', KEYS[1], v)
+return v
+"""
+
+_NOW_MS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+# Whether the cache may be trusted (cache/trust.py): {generation} if it exists and no writer's
+# lease has expired, else {} (an array either way, so that the near cache can tell a fence's reply
+# from any other). KEYS: the generation, the leases.
+CHECK_TRUST = (
+    """
+local g = redis.call('GET', KEYS[1])
+if not g then return {} end
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] then
+"""
+    + _NOW_MS
+    + """
+  if tonumber(first[2]) <= now then return {} end
+end
+return {g}
+"""
+)
+
+# Renews a writer's lease, never one that has expired or is gone (a renewal delayed on the wire
+# cannot bring a lapsed lease back). KEYS: the leases. ARGV: the lease ID, its length (ms).
+# Returns 1 renewed, 0 lost.
+RENEW_LEASE = (
+    _NOW_MS
+    + """
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not expiry or tonumber(expiry) <= now then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+"""
+)
+
+# The leases alive and expired now, on the clock of the node that holds them. KEYS: the leases.
+SPLIT_LEASES = (
+    _NOW_MS
+    + """
+return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)}
+"""
+)
+
+# A new lease (a new ID each time). KEYS: the leases. ARGV: the lease ID, its length (ms).
+REGISTER_LEASE = (
+    _NOW_MS
+    + """
+redis.call('ZADD', KEYS[1], 'NX', now + tonumber(ARGV[2]), ARGV[1])
+return 1
+"""
+)
 
 # After a committed follow or unfollow, in one user's slot.
 # KEYS: epoch, follow-state key (or the epoch again), list key, the list's tombstones,
@@ -22,8 +106,10 @@ __all__ = [
 # than they committed, and only a delete commutes. List members are unique per follow (they hold
 # its timestamp), so add and remove of one member are made to commute with a short-lived
 # tombstone: once removed, a member is never added back.
-WRITE_EDGE = """
-redis.call('INCR', KEYS[1])
+WRITE_EDGE = (
+    _BUMP
+    + """
+bump(KEYS[1])
 if KEYS[2] ~= KEYS[1] then redis.call('DEL', KEYS[2]) end
 redis.call('DEL', KEYS[5], KEYS[6])
 if ARGV[2] == '' then return 1 end
@@ -43,6 +129,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 end
 return 1
 """
+)
 
 # KEYS: epoch, key.  ARGV: epoch seen before the store read, value, ttl
 FILL_IF_EPOCH = """
@@ -83,19 +170,24 @@ return 1
 
 # Drops entries a committed change may have made stale; anything filled from a read that began
 # earlier is refused. KEYS: the epoch, then the keys to delete (a key equal to the epoch is kept).
-DROP = """
-redis.call('INCR', KEYS[1])
+DROP = (
+    _BUMP
+    + """
+bump(KEYS[1])
 for i = 2, #KEYS do
   if KEYS[i] ~= KEYS[1] then redis.call('DEL', KEYS[i]) end
 end
 return 1
 """
+)
 
 # Run by the counters consumer for each edge record it sees, in each user's slot.
 # KEYS as WRITE_EDGE.  ARGV: '1' made / '0' removed, member.
 # It only ever deletes, so a late record cannot make anything stale.
-REPAIR_EDGE = """
-redis.call('INCR', KEYS[1])
+REPAIR_EDGE = (
+    _BUMP
+    + """
+bump(KEYS[1])
 redis.call('DEL', KEYS[5], KEYS[6])
 if KEYS[2] ~= KEYS[1] then
   local state = redis.call('GET', KEYS[2])
@@ -110,3 +202,4 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 end
 return 1
 """
+)

@@ -4,25 +4,34 @@ or nothing at all when caching is off."""
 from __future__ import annotations
 
 from graph_service.cache.graph_cache import GraphCache
+from graph_service.cache.lease import CacheLease
 
 __all__ = ["CacheWriteThrough", "NoGraphCache"]
 
 
 class CacheWriteThrough:
     """Each notice is one or two Lua scripts in each user's slot (``cache/scripts.py``); one that
-    fails is owed and retried by the cache, which is not read meanwhile (``GraphCache``)."""
+    fails is owed and retried by the cache, which is not read meanwhile (``GraphCache``), and the
+    write is acknowledged only once no replica trusts what it left unsettled (``lease``:
+    ``CacheLease.settle_failed``, which may refuse it as ``Unavailable``). Without a lease (tests of
+    one process) a failed write-through is acknowledged at once."""
 
-    def __init__(self, cache: GraphCache) -> None:
+    def __init__(self, cache: GraphCache, lease: CacheLease | None = None) -> None:
         self._cache = cache
+        self._lease = lease
 
     async def follow_settled(self, follower_id: int, followee_id: int, at_us: int | None, *, following: bool) -> None:
-        await self._cache.write_edge(follower_id, followee_id, at_us, following)
+        await self._settled(await self._cache.write_edge(follower_id, followee_id, at_us, following))
 
     async def pair_settled(self, a: int, b: int) -> None:
-        await self._cache.touch_pair(a, b)
+        await self._settled(await self._cache.touch_pair(a, b))
 
     async def privacy_settled(self, user_id: int) -> None:
-        await self._cache.drop_private(user_id)
+        await self._settled(await self._cache.drop_private(user_id))
+
+    async def _settled(self, ok: bool) -> None:
+        if not ok and self._lease is not None:
+            await self._lease.settle_failed()
 
 
 class NoGraphCache:

@@ -10,7 +10,7 @@ Rules do not live here: an adapter stores and fetches; the service layer decides
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from graph_service.domain.fences import CounterUpdate, Fence
@@ -37,6 +37,7 @@ __all__ = [
     "GraphReads",
     "GraphWrites",
     "IntersectionReads",
+    "LeaseRegistry",
     "ListReads",
     "RelationshipReads",
     "SuggestionCache",
@@ -200,6 +201,27 @@ class SuggestionCache(Protocol):
 
     async def fill_suggestions(self, user_id: int, value: str, seen: str, ttl_seconds: int) -> None:
         """Keep ``value`` unless the user's epoch moved past ``seen``."""
+        ...
+
+
+class LeaseRegistry(Protocol):
+    """The store's side of the cache's trust (``cache/lease.py``): which serving processes' cache
+    leases are still honoured. A revoked lease is never honoured again."""
+
+    async def register(self, lease_id: str) -> None:
+        """Honour a new lease; ``ValueError`` for an ID registered before (revoked or not)."""
+        ...
+
+    async def is_live(self, lease_id: str) -> bool:
+        """Whether the lease is honoured (registered and not revoked), read after every write before it."""
+        ...
+
+    async def revoke_all_except(self, keep: Collection[str]) -> list[str]:
+        """Revoke every honoured lease not in ``keep``; the IDs revoked."""
+        ...
+
+    async def forget(self, lease_id: str) -> None:
+        """Drop a lease given up cleanly."""
         ...
 
 

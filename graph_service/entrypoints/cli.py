@@ -307,8 +307,9 @@ COMMANDS: dict[str, Command] = {
         "Count each user's followers and followees in the edge tables, compare with the counters in the"
         " users table, print one line per drifted user and a summary. --fix writes the true counts,"
         " guarded by the counter's version so that a concurrent counters consumer update is never lost,"
-        " and repairs the count cache. Exit 1 when drift was found and not fixed.",
-        (*LOGS, *DYNAMODB, *CACHE),
+        " and repairs the count cache. Exit 1 when drift was found and not fixed; exit 3, checking nothing,"
+        " while the counters consumer is behind by more than --settle-seconds.",
+        (*LOGS, *DYNAMODB, *CACHE, "counters_consumer_name"),
         *_lazy("graph_service.entrypoints.reconcile"),
     ),
     "fsck": Command(
@@ -316,8 +317,9 @@ COMMANDS: dict[str, Command] = {
         "Check every invariant of the edge tables (both directions present with the same time, order items"
         " paired with membership items, no edge and request in one direction, nothing across a block,"
         " counters equal to edge counts) and that cached entries equal the store; report each violation"
-        " by kind and user, and a summary. Exit 1 when a violation was found.",
-        (*LOGS, *DYNAMODB, *CACHE),
+        " by kind and user, and a summary. Exit 1 when a violation was found; counters are not checked"
+        " while the counters consumer is behind by more than --settle-seconds (exit 3 if nothing else was found).",
+        (*LOGS, *DYNAMODB, *CACHE, "counters_consumer_name"),
         *_lazy("graph_service.entrypoints.fsck"),
     ),
     "import": Command(

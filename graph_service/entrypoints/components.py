@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from graph_service.cache.graph_cache import GraphCache
+from graph_service.cache.lease import CacheLease, lease_seconds_for
 from graph_service.cache.near_cache import NearCache
-from graph_service.redis_client.connect import graph_cache_redis, timelines_redis
+from graph_service.cache.trust import TrustCheck
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import CHECKPOINTS
+from graph_service.redis_client.connect import build_redis, graph_cache_redis, timelines_redis
 from graph_service.settings import Settings
-from graph_service.telemetry.cache import NearCacheMetrics
+from graph_service.store.cache_leases import DynamoLeaseRegistry
+from graph_service.telemetry.cache import LeaseMetrics, NearCacheMetrics
 from graph_service.timelines.timeline_store import TimelineStore
 
-__all__ = ["build_graph_cache", "build_timelines"]
+__all__ = ["build_cache_lease", "build_graph_cache", "build_timelines"]
 
 
 def build_graph_cache(settings: Settings, *, near: NearCacheMetrics | None = None) -> GraphCache | None:
@@ -20,13 +27,41 @@ def build_graph_cache(settings: Settings, *, near: NearCacheMetrics | None = Non
     if redis is None:
         return None
     wanted = near is not None and settings.near_cache_entries > 0 and not settings.redis_cluster
+    near_cache = (
+        NearCache(
+            settings.redis_url,
+            max_entries=settings.near_cache_entries,
+            timeout_seconds=settings.redis_timeout_seconds,  # a fence unanswered this long: the link is lost
+            metrics=near,
+        )
+        if wanted
+        else None
+    )
     return GraphCache(
         redis,
         ttl_seconds=settings.cache_ttl_seconds,
         list_limit=settings.adjacency_cache_limit,
         max_in_flight=settings.redis_max_connections,
-        near=NearCache(settings.redis_url, max_entries=settings.near_cache_entries, metrics=near) if wanted else None,
+        near=near_cache,
+        trust=TrustCheck(redis),
     )
+
+
+def build_cache_lease(
+    settings: Settings, dynamo: AsyncDynamo, *, metrics: LeaseMetrics | None = None
+) -> CacheLease | None:
+    """The serving process's cache lease (``cache/lease.py``), or None when caching is off. Its own
+    Redis client waits half a lease for an answer (a renewal that timed out gives the lease up)."""
+    if not settings.redis_url:
+        return None
+    lease_seconds = lease_seconds_for(settings.redis_timeout_seconds)
+    redis = build_redis(
+        settings.redis_url,
+        cluster=settings.redis_cluster,
+        settings=replace(settings, redis_timeout_seconds=lease_seconds / 2, redis_max_connections=4),
+    )
+    registry = DynamoLeaseRegistry(dynamo, settings.table(CHECKPOINTS))
+    return CacheLease(redis, registry, lease_seconds=lease_seconds, metrics=metrics)
 
 
 def build_timelines(settings: Settings) -> TimelineStore | None:

@@ -2,7 +2,8 @@
 
 Exit codes (SPEC §7): 0 no violation, or with ``--repair-cache`` only cache violations and all of
 them deleted; 1 violations left; 2 a usage error; 3 a dependency unreachable (``cli.main`` maps
-the exception).
+the exception), or not ready: the counters consumer is behind, so counters were not checked (and
+nothing else was found).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=1.0,
         metavar="S",
-        help="wait this long before looking again at a suspected violation (default: 1; writes in flight settle)",
+        help="wait this long before looking again at a suspected violation (default: 1; writes in flight settle);"
+        " a counters consumer further behind than this leaves the counters unchecked (exit 3)",
     )
 
 
@@ -93,4 +95,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         settle_seconds=args.settle_seconds,
     )
     report = asyncio.run(run_fsck(settings, plan))
-    return Exit.OK if clean(report, plan) else Exit.PROBLEMS_FOUND
+    if not clean(report, plan):
+        return Exit.PROBLEMS_FOUND
+    return Exit.UNREACHABLE if report.counters_not_checked else Exit.OK

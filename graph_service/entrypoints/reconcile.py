@@ -1,5 +1,10 @@
 """``socialgraph reconcile [USER_ID ...] [--all] [--fix]``: arguments, wiring and printing; the
-work is ``graph_service.operations.reconcile``."""
+work is ``graph_service.operations.reconcile``.
+
+Exit codes (SPEC §7): 0 no drift, or all of it fixed; 1 drift left; 2 a usage error; 3 a dependency
+unreachable, or not ready: the counters consumer is behind by more than ``--settle-seconds``, so
+nothing was checked (run it again once the consumer has caught up).
+"""
 
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         "--settle-seconds",
         type=float,
         default=5.0,
-        help="wait between two observations of a drifted user; must exceed the counters consumer's lag (5)",
+        help="wait between two observations of a drifted user; must exceed the counters consumer's lag (5):"
+        " further behind, nothing is checked (exit 3)",
     )
 
 
@@ -56,6 +62,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     report = asyncio.run(_reconcile(settings, args, user_ids))
     for line in report.lines():
         print(line)
+    if report.behind is not None:  # not ready to be checked: as a dependency that does not answer
+        return Exit.UNREACHABLE
     return Exit.PROBLEMS_FOUND if report.unresolved else Exit.OK
 
 

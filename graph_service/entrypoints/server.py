@@ -19,13 +19,13 @@ from graph_service.cache.graph_cache import GraphCache
 from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.entrypoints.components import build_graph_cache, build_timelines
+from graph_service.entrypoints.components import build_cache_lease, build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
-from graph_service.telemetry.cache import CacheMetrics, NearCacheMetrics
+from graph_service.telemetry.cache import CacheMetrics, LeaseMetrics, NearCacheMetrics
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.rpc import RpcMetrics
@@ -136,8 +136,12 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         cache.report_to(CacheMetrics(registry))
         cache.start()
         cached = CachedGraphReads(store, cache)
-        changes, reads, relationships, bulk_lists = CacheWriteThrough(cache), cached, cached, cached.cold()
+        lease = build_cache_lease(settings, dynamo, metrics=LeaseMetrics(registry))
+        changes, reads, relationships, bulk_lists = CacheWriteThrough(cache, lease), cached, cached, cached.cold()
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more
+        if lease is not None:
+            lease.start()
+            closers.append(lease.aclose)  # after the last write-through: given back, or left to expire
     if timelines is not None:
         closers.append(timelines.aclose)
     budget = _budget(settings, limits)

@@ -8,7 +8,8 @@ progress meter, and then every cache entry. Each scanned partition is held whole
 checked (``scanning``): a partition of tens of millions of items would not fit in memory. Chosen
 users (``USER_ID ...`` or ``--sample N``) get both their partitions read whole, the pairs these
 name checked from the other side, their counters rechecked when they differ, and their cache
-entries compared.
+entries compared. Counters are checked only while the counters consumer is caught up
+(``consumer_lag``): when it is behind, the report says so instead, and the rest is checked.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from graph_service.cache.inspection import CacheInspector
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
+from graph_service.operations.consumer_lag import counters_behind
 from graph_service.operations.fsck_cache import CacheChecker
 from graph_service.operations.fsck_confirm import Confirmer
 from graph_service.operations.fsck_report import CACHE_KINDS, Report
@@ -59,7 +61,8 @@ class FsckPlan:
 
 
 def clean(report: Report, plan: FsckPlan) -> bool:
-    """Nothing left to fix: no violation, or (with ``repair_cache``) only cache ones, all deleted."""
+    """Nothing left to fix: no violation, or (with ``repair_cache``) only cache ones, all deleted.
+    (Counters that were not checked are ``report.counters_not_checked``, not a violation.)"""
     if not report.total:
         return True
     return plan.repair_cache and set(report.by_kind) <= CACHE_KINDS and report.unrepaired == 0
@@ -80,15 +83,18 @@ async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = N
             log.warning("fsck_cache_skipped", reason="SG_REDIS_URL is empty")
         else:
             await redis.ping()  # unreachable: fail now (exit 3), not after a long scan of the tables
+        behind = await counters_behind(dynamo, settings, settle_seconds=plan.settle_seconds)
+        if behind is not None:
+            report.skip_counters(behind.line())
         async with Confirmer(plan.settle_seconds) as later:
-            store = StoreChecker(dynamo, settings, report, later)
+            store = StoreChecker(dynamo, settings, report, later, counters=behind is None)
             cache = None
             if redis is not None:
                 cache = CacheChecker(
                     CacheInspector(redis), DynamoGraphStore(dynamo, settings), report, later, repair=plan.repair_cache
                 )
             if plan.everything:
-                await _everything(dynamo, settings, store, plan.segments)
+                await _everything(dynamo, settings, store, plan.segments, counters=behind is None)
                 users: Sequence[int] | None = None
             else:
                 users = list(dict.fromkeys(plan.users)) or await _sample(dynamo, settings, plan.sample)
@@ -107,8 +113,12 @@ async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = N
     return report
 
 
-async def _everything(dynamo: AsyncDynamo, settings: Settings, store: StoreChecker, segments: int) -> None:
-    tables = [settings.table(t) for t in (FOLLOWING, FOLLOWERS, USERS)]
+async def _everything(
+    dynamo: AsyncDynamo, settings: Settings, store: StoreChecker, segments: int, *, counters: bool
+) -> None:
+    """``counters``: also scan the ``users`` table (its items are only counters)."""
+    scanned = (FOLLOWING, FOLLOWERS, USERS) if counters else (FOLLOWING, FOLLOWERS)
+    tables = [settings.table(t) for t in scanned]
 
     async def following(pk: int, items: list[Item]) -> None:
         await store.check_partition(FOLLOWING, pk, items, outgoing=True, scanning=True)
@@ -116,13 +126,15 @@ async def _everything(dynamo: AsyncDynamo, settings: Settings, store: StoreCheck
     async def followers(pk: int, items: list[Item]) -> None:
         await store.check_partition(FOLLOWERS, pk, items, outgoing=True, scanning=True)
 
-    with meter("fsck", await total_items(dynamo, settings, (FOLLOWING, FOLLOWERS, USERS))) as progress:
+    total = await total_items(dynamo, settings, scanned)
+    with meter("fsck", total, estimated=True) as progress:  # the item counts lag the writes
         await for_each_partition(dynamo, tables[0], following, segments=segments, on_items=progress.advance)
         await for_each_partition(dynamo, tables[1], followers, segments=segments, on_items=progress.advance)
         store.check_outgoing()
-        await for_each_partition(
-            dynamo, tables[2], store.check_counter_item, segments=segments, key="user_id", on_items=progress.advance
-        )
+        if counters:
+            await for_each_partition(
+                dynamo, tables[2], store.check_counter_item, segments=segments, key="user_id", on_items=progress.advance
+            )
 
 
 async def _users(store: StoreChecker, users: Sequence[int]) -> None:

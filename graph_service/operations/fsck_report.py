@@ -72,6 +72,13 @@ class Report:
         self.by_kind: Counter[str] = Counter()
         self.repaired = 0
         self._unsettled: set[Violation] = set()
+        self.counters_not_checked: str | None = None
+        """Why users' counters were not checked (the counters consumer is behind), if they were not."""
+
+    def skip_counters(self, why: str) -> None:
+        """Counters are not checked this run, for ``why``: said at once, and again in the summary."""
+        self.counters_not_checked = why
+        print(f"{why}: counters not checked (run fsck again once it has caught up)", file=self._out)
 
     def add(self, violation: Violation, *, repaired: bool = False) -> bool:
         """Print and log ``violation`` unless it was reported already; whether it was new."""
@@ -121,6 +128,8 @@ class Report:
         """The last lines: counts by kind and what was checked."""
         what = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in checked.items())
         unsettled = f"; {len(self._unsettled)} unconfirmed (kept changing)" if self._unsettled else ""
+        if self.counters_not_checked:
+            unsettled += f"; counters not checked ({self.counters_not_checked})"
         if not self.total:
             print(f"fsck: no violation{unsettled} ({what})", file=self._out)
         else:
@@ -135,5 +144,6 @@ class Report:
             repaired=self.repaired,
             unconfirmed=len(self._unsettled),
             by_kind=dict(self.by_kind),
+            counters_not_checked=self.counters_not_checked,
             **checked,
         )

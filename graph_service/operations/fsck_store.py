@@ -64,7 +64,11 @@ PARTNERS_AT_ONCE = 100  # pairs looked at per BatchGetItem round (a few hundred 
 class StoreChecker:
     """Checks partitions handed over by a scan (``--all``) or read for chosen users."""
 
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings, report: Report, later: Confirmer) -> None:
+    def __init__(
+        self, dynamo: AsyncDynamo, settings: Settings, report: Report, later: Confirmer, *, counters: bool = True
+    ) -> None:
+        """``counters``: check users' counters too (not while the counters consumer is behind)."""
+        self._check_counters = counters
         self._dynamo = dynamo
         self._tables = {FOLLOWERS: settings.table(FOLLOWERS), FOLLOWING: settings.table(FOLLOWING)}
         self._users = settings.table(USERS)
@@ -96,7 +100,9 @@ class StoreChecker:
         by_other = pair_items(table, owner, items)
         if outgoing:
             self._note_outgoing(table, owner, items, by_other)
-        counters = asyncio.create_task(load_counts(self._dynamo, self._users, [owner]))
+        counters = None
+        if self._check_counters:
+            counters = asyncio.create_task(load_counts(self._dynamo, self._users, [owner]))
         try:
             others = list(by_other)
             for start in range(0, len(others), PARTNERS_AT_ONCE):
@@ -105,9 +111,9 @@ class StoreChecker:
                     if evaluate(view):
                         self._later.add(functools.partial(self._confirm_pair, view))
         finally:
-            counts = (await counters)[owner]
+            counts = None if counters is None else (await counters)[owner]
         edges = sum(1 for i in items if str(i["sk"]["S"]).startswith(it.EDGE))
-        if edges != (counts.followers if table == FOLLOWERS else counts.following):
+        if counts is not None and edges != (counts.followers if table == FOLLOWERS else counts.following):
             self._suspect_counts(owner)
 
     def _note_outgoing(

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from graph_service.domain.ids import is_id
 
-__all__ = ["Reason", "Reject", "Row", "RowParser", "parse_time"]
+__all__ = ["Reason", "Reject", "Row", "RowParser", "count_rows", "parse_time"]
 
 COLUMNS = ("follower_id", "followee_id", "followed_at")
 DIGITS = re.compile(r"[0-9]+")
@@ -108,6 +109,44 @@ def _fields(text: str) -> list[str] | None:
     return [f.strip() for f in parsed[0]] if parsed else []
 
 
+def _text(line: int, raw: bytes) -> str | Reject:
+    """The line as text without its line break; not UTF-8: a ``MALFORMED`` reject."""
+    try:
+        return raw.decode("utf-8-sig" if line == 1 else "utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        shown = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+        return Reject(line, Reason.MALFORMED, "not UTF-8 text", shown)
+
+
+def _header_order(fields: list[str]) -> tuple[int, int, int] | None:
+    """Where each column is, if ``fields`` are the column names (a header); else None."""
+    names = [f.lower() for f in fields]
+    if sorted(names) not in (sorted(COLUMNS[:2]), sorted(COLUMNS)):
+        return None
+    follower, followee, at = (names.index(c) if c in names else 2 for c in COLUMNS)
+    return follower, followee, at
+
+
+def count_rows(lines: Iterable[tuple[int, bytes]]) -> int:
+    """How many of the numbered lines are rows (each becomes a row or a reject): neither blank nor
+    the header, by ``RowParser.parse``'s own rules. The import's progress total, read before it
+    starts: a pass over the file that decodes each line and parses only the first."""
+    rows = 0
+    first = True
+    for line, raw in lines:
+        text = _text(line, raw)
+        if isinstance(text, str):
+            if not text.strip():
+                continue
+            if first:  # as in ``parse``, a line that is not UTF-8 is a reject, and the header may follow it
+                first = False
+                fields = _fields(text)
+                if fields is not None and _header_order(fields) is not None:
+                    continue
+        rows += 1
+    return rows
+
+
 class RowParser:
     """Turns lines into rows or rejects, in file order; holds the pairs seen so far (about 100
     bytes a row) so that a repeated pair is found wherever it is."""
@@ -120,11 +159,9 @@ class RowParser:
 
     def parse(self, line: int, raw: bytes) -> Row | Reject | None:
         """The line's row or reject; None for a blank line or the header."""
-        try:
-            text = raw.decode("utf-8-sig" if line == 1 else "utf-8").rstrip("\r\n")
-        except UnicodeDecodeError:
-            shown = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-            return Reject(line, Reason.MALFORMED, "not UTF-8 text", shown)
+        text = _text(line, raw)
+        if isinstance(text, Reject):
+            return text
         if not text.strip():
             return None
         fields = _fields(text)
@@ -136,10 +173,10 @@ class RowParser:
         return self._row(line, fields, text)
 
     def _header(self, fields: list[str]) -> bool:
-        names = [f.lower() for f in fields]
-        if sorted(names) not in (sorted(COLUMNS[:2]), sorted(COLUMNS)):
+        order = _header_order(fields)
+        if order is None:
             return False
-        self._order = tuple(names.index(c) if c in names else 2 for c in COLUMNS)  # type: ignore[assignment]
+        self._order = order
         return True
 
     def _row(self, line: int, fields: list[str], text: str) -> Row | Reject:

@@ -31,7 +31,7 @@ from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
 from graph_service.operations.import_batches import Outcome, Settled, Unit, pack
 from graph_service.operations.import_commit import BatchWriter
-from graph_service.operations.import_rows import Reason, Reject, Row, RowParser
+from graph_service.operations.import_rows import Reason, Reject, Row, RowParser, count_rows
 from graph_service.operations.import_state import (
     ImportFileError,
     ImportState,
@@ -150,10 +150,11 @@ class _Run:
                 assert isinstance(outcome, Reason)
                 rejects.append(Reject(row.line, outcome, self._detail(row, outcome), row.raw))
         rejects.sort(key=lambda r: r.line)
-        tally.rows += len(slot.unit.rows) + len(slot.unit.rejects)
+        rows = len(slot.unit.rows) + len(slot.unit.rejects)
+        tally.rows += rows
         tally.rejected.update(r.reason.value for r in rejects)
         self.rejects.write(rejects)
-        self.meter.advance(slot.unit.last_line - self.state.watermark)
+        self.meter.advance(rows)
         self.state.watermark = slot.unit.last_line
 
     def checkpoint(self, *, force: bool = False) -> None:
@@ -196,14 +197,23 @@ class _Run:
             raise
 
     def _start(self, window: deque[_Slot], stop: asyncio.Event) -> set[asyncio.Task[dict[int, Outcome]]]:
-        """Start every unit that may start; the tasks now running."""
+        """Start every unit that may start; the tasks now running.
+
+        Once ``stop`` is set, only the units before the last one started may still start: units
+        run out of order (one waits while its follower is busy in an earlier one), so a unit that
+        ran past one that had not started yet would leave its rows written but beyond the
+        watermark, and the next run would count them "already present". Running the gaps (at
+        most the read-ahead window) lets the watermark reach every unit that ran."""
         running = {s.task for s in window if s.task is not None and not s.done}
+        horizon = len(window)
+        if stop.is_set():
+            horizon = max((i for i, s in enumerate(window) if s.task is not None), default=-1)
         busy: set[int] = set()
-        for slot in window:
+        for index, slot in enumerate(window):
             if slot.task is None and not slot.done:
                 if not slot.unit.rows:
                     slot.outcomes = {}
-                elif not stop.is_set() and len(running) < self.options.concurrency and not slot.followers & busy:
+                elif index < horizon and len(running) < self.options.concurrency and not slot.followers & busy:
                     slot.task = asyncio.create_task(self.writer.settle(slot.unit.rows))
                     running.add(slot.task)
             if not slot.done:
@@ -259,8 +269,8 @@ async def run_import(
             writer = BatchWriter(dynamo, settings.table(FOLLOWERS), settings.table(FOLLOWING), settings.max_following)
             run = _Run(settings, options, state, dynamo, rejects, meter, writer)
             run.checkpoint(force=True)  # the start time is durable before any row is written with it
-            meter.total(state.input.lines)
-            meter.advance(state.watermark)
+            meter.total(count_rows(_lines(options.source)))  # rows, as the summary counts them
+            meter.advance(state.tally.rows)
             if state.watermark:
                 log.info("import_resumed", source=str(options.source), watermark=state.watermark)
             parser = RowParser(state.started_us)

@@ -3,6 +3,10 @@
 On a terminal (stderr is a TTY) it is a ``rich`` progress bar. Anywhere else (CI, a pod's log, a
 pipe) it is a ``progress`` log line every ``every_seconds`` and one at the end, through the same
 structlog JSON as every other line, so a log shipper reads it like the rest.
+
+A total may be an estimate (``estimated``: DynamoDB's item count, which lags the writes made since
+it was taken, by hours on AWS): the bar then says so, the total grows with the work when the work
+passes it (done never shows more than the total), and at the end it is what was done.
 """
 
 from __future__ import annotations
@@ -49,21 +53,33 @@ class _RateColumn(ProgressColumn):
 
 
 class _BarMeter:
-    def __init__(self, progress: Progress, task_id: int) -> None:
+    def __init__(self, progress: Progress, task_id: int, total: int | None, *, estimated: bool) -> None:
         self._progress = progress
         self._task_id = task_id
+        self._total = total
+        self._estimated = estimated
+        self._done = 0
 
     def advance(self, done: int = 1) -> None:
+        self._done += done
+        if self._estimated and self._total is not None and self._done > self._total:
+            self.total(self._done)
         self._progress.advance(self._task_id, done)  # type: ignore[arg-type]
 
     def total(self, total: int | None) -> None:
+        self._total = total
         self._progress.update(self._task_id, total=total)  # type: ignore[arg-type]
+
+    def end(self) -> None:
+        if self._estimated:
+            self.total(self._done)
 
 
 class _LogMeter:
-    def __init__(self, name: str, total: int | None, every_seconds: float) -> None:
+    def __init__(self, name: str, total: int | None, every_seconds: float, *, estimated: bool) -> None:
         self._name = name
         self._total = total
+        self._estimated = estimated
         self._every = every_seconds
         self._done = 0
         self._started = time.monotonic()
@@ -71,6 +87,8 @@ class _LogMeter:
 
     def advance(self, done: int = 1) -> None:
         self._done += done
+        if self._estimated and self._total is not None and self._done > self._total:
+            self._total = self._done
         now = time.monotonic()
         if now - self._last >= self._every:
             self._last = now
@@ -79,12 +97,19 @@ class _LogMeter:
     def total(self, total: int | None) -> None:
         self._total = total
 
+    def end(self) -> None:
+        if self._estimated:
+            self._total = self._done
+        self.report("progress_done")
+
     def report(self, event: str) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-9)
         rate = self._done / elapsed
         fields: dict[str, object] = {"task": self._name, "done": self._done, "rate_per_second": round(rate, 1)}
         if self._total is not None:
             fields["total"] = self._total
+            if self._estimated:
+                fields["total_estimated"] = True
             if rate > 0:
                 fields["eta_seconds"] = round(max(self._total - self._done, 0) / rate, 1)
         fields["elapsed_seconds"] = round(elapsed, 1)
@@ -93,9 +118,15 @@ class _LogMeter:
 
 @contextmanager
 def meter(
-    name: str, total: int | None = None, *, stream: TextIO | None = None, every_seconds: float = 10.0
+    name: str,
+    total: int | None = None,
+    *,
+    estimated: bool = False,
+    stream: TextIO | None = None,
+    every_seconds: float = 10.0,
 ) -> Iterator[Meter]:
-    """A progress meter for ``name`` (e.g. "import"), closed (a final line or a full bar) on exit."""
+    """A progress meter for ``name`` (e.g. "import"), closed (a final line or a full bar) on exit.
+    ``estimated``: ``total`` is a guess (module docstring)."""
     out = sys.stderr if stream is None else stream
     if out.isatty():
         with Progress(
@@ -109,8 +140,11 @@ def meter(
             console=Console(file=out),
             transient=False,
         ) as progress:
-            yield _BarMeter(progress, int(progress.add_task(name, total=total)))
+            description = f"{name} (total estimated)" if estimated and total is not None else name
+            bar = _BarMeter(progress, int(progress.add_task(description, total=total)), total, estimated=estimated)
+            yield bar
+            bar.end()
         return
-    logged = _LogMeter(name, total, every_seconds)
+    logged = _LogMeter(name, total, every_seconds, estimated=estimated)
     yield logged
-    logged.report("progress_done")  # only when the work ended, not when a failure cut it short
+    logged.end()  # only when the work ended, not when a failure cut it short

@@ -6,6 +6,10 @@ the counters consumer.
 - ``--all``: a census of every user (``reconcile_census``), then the same check of each user the
   census shows as drifted (the scan is not a snapshot), and the outgoing check of each user whose
   ``n`` disagrees with the census (``reconcile_outgoing``).
+
+Either way the counters consumer is looked at first (``consumer_lag``): while it is behind, the
+counters trail the edges for reasons no fix should touch, so nothing is checked and the report
+says how far behind it is.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import structlog
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.operations.concurrency import bounded
+from graph_service.operations.consumer_lag import Behind, counters_behind
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.progress import meter
 from graph_service.operations.reconcile_census import CENSUS_TABLES, take_census
@@ -53,6 +58,8 @@ class Report:
     outgoing_checked: int
     elapsed_seconds: float
     fixing: bool
+    behind: Behind | None = None
+    """The counters consumer was this far behind: nothing was checked."""
 
     @property
     def unresolved(self) -> bool:
@@ -62,6 +69,8 @@ class Report:
 
     def lines(self) -> list[str]:
         """One line per drifted user (and outgoing count), then the summary."""
+        if self.behind is not None:
+            return [f"reconcile: {self.behind.line()}; counts not checked (run it again once it has caught up)"]
         found = [user_line(f, fixing=self.fixing) for f in self.users]
         found += [outgoing_line(f, fixing=self.fixing) for f in self.outgoing or []]
         return [*found, self.summary()]
@@ -89,6 +98,7 @@ class Reconciler:
         self._dynamo = dynamo
         self._settings = settings
         self._fix = fix
+        self._settle = settle_seconds
         counter = EdgeCounter(dynamo, settings)
         self._counts = CountsReconciler(
             DynamoCounterTable(dynamo, settings), counter, cache, fix=fix, settle_seconds=settle_seconds,
@@ -96,14 +106,26 @@ class Reconciler:
         )  # fmt: skip
         self._outgoing = OutgoingReconciler(dynamo, settings, counter, fix=fix, rounds=rounds)
 
+    async def _behind(self, started: float) -> Report | None:
+        """The report of a run that checks nothing because the counters consumer is behind."""
+        behind = await counters_behind(self._dynamo, self._settings, settle_seconds=self._settle)
+        if behind is None:
+            return None
+        return Report([], 0, None, 0, time.monotonic() - started, self._fix, behind=behind)
+
     async def users(self, user_ids: Sequence[int]) -> Report:
         started = time.monotonic()
+        if (not_now := await self._behind(started)) is not None:
+            return not_now
         findings = await self._counts.check(list(user_ids))
         return self._finish(Report(_drifted(findings), len(user_ids), None, 0, time.monotonic() - started, self._fix))
 
     async def everyone(self, *, segments: int) -> Report:
         started = time.monotonic()
-        with meter("reconcile", await total_items(self._dynamo, self._settings, CENSUS_TABLES)) as progress:
+        if (not_now := await self._behind(started)) is not None:
+            return not_now
+        total = await total_items(self._dynamo, self._settings, CENSUS_TABLES)
+        with meter("reconcile", total, estimated=True) as progress:  # the item counts lag the writes
             census = await take_census(self._dynamo, self._settings, segments=segments, meter=progress)
         suspects = sorted(u for u, seen in census.items() if seen.counts_drifted)
         outgoing = sorted(u for u, seen in census.items() if seen.has_outgoing and seen.outgoing.drifted)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-__all__ = ["KINDS", "NEAR_KINDS", "CacheMetrics", "NearCacheMetrics"]
+__all__ = ["KINDS", "NEAR_KINDS", "CacheMetrics", "LeaseMetrics", "NearCacheMetrics"]
 
 KINDS = ("follow_state", "lists", "counts", "relationships", "privacy")
 NEAR_KINDS = ("follow_state", "lists", "counts", "relationships")
@@ -99,3 +99,29 @@ class NearCacheMetrics:
     def watch(self, entries: Callable[[], int], usable: Callable[[], bool]) -> None:
         self._entries.set_function(lambda: float(entries()))
         self._usable.set_function(lambda: float(usable()))
+
+
+class LeaseMetrics:
+    """The serving process's cache lease (``graph_service/cache/lease.py``): resets it ran, writes
+    whose write-through failed (acknowledged after the lease wait, or refused: lease revoked or
+    none), and whether it holds a lease now."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.resets = Counter(
+            "socialgraph_cache_resets", "Cache resets this process ran (a lease had lapsed).", registry=registry
+        )
+        unsettled = Counter(
+            "socialgraph_cache_unsettled_writes",
+            "Writes whose cache write-through failed, by outcome (acknowledged after the lease wait, or refused).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.acknowledged = unsettled.labels("acknowledged")
+        self.refused = unsettled.labels("refused")
+        self._held = Gauge(
+            "socialgraph_cache_lease_held", "1 while this process holds a cache lease.", registry=registry
+        )
+
+    def watch(self, held: Callable[[], bool]) -> None:
+        self._held.set_function(lambda: float(held()))

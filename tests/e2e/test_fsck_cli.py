@@ -3,7 +3,9 @@ exit 2, are in ``tests/unit/operations/test_fsck_report.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import subprocess
 from collections.abc import AsyncIterator
 
@@ -13,12 +15,17 @@ from socialgraph_devstack.processes import free_port
 
 from graph_service.cache import keys
 from graph_service.domain.models import Edge
+from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS
+from graph_service.entrypoints import cli
 from graph_service.settings import Settings
 from graph_service.store import items as it
+from graph_service.store.counter_table import DynamoCounterTable
+from graph_service.store.graph_store import DynamoGraphStore
 from tests.support.commands import command_environment, socialgraph
-from tests.support.runtimes import make_settings
+from tests.support.polling import eventually
+from tests.support.runtimes import make_settings, running_counters
 from tests.support.tables import create_tables, drop_tables
 
 T0 = 1_764_000_000_000_000
@@ -87,3 +94,57 @@ async def test_exit_codes_say_found_repaired_left_or_unreachable(tables: Setting
     unreachable = fsck(tables, "5", "--settle-seconds", "0", SG_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     assert unreachable.returncode == 3, unreachable.stderr
     assert "a dependency is unreachable" in unreachable.stderr
+
+
+async def in_process(monkeypatch: pytest.MonkeyPatch, settings: Settings, *argv: str) -> int:
+    """``socialgraph ARGV`` through ``cli.main`` in this process (on a thread: it runs its own loop)."""
+    monkeypatch.setattr(cli, "configure_logging", lambda *args, **kwargs: None)
+    for name, value in command_environment(settings).items():
+        monkeypatch.setenv(name, value)
+    return await asyncio.to_thread(cli.main, list(argv))
+
+
+@pytest.mark.streams
+async def test_a_counters_consumer_behind_is_reported_instead_of_counter_drift(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Follows the stopped consumer has not applied: fsck checks the rest and says how far behind
+    it is, reconcile checks nothing, both exit 3; once it has caught up, the counters are checked
+    again (they once came out as one ``counter_drift`` per user, exit 1)."""
+    dynamo = AsyncDynamo.build(settings)
+    store, counters = DynamoGraphStore(dynamo, settings), DynamoCounterTable(dynamo, settings)
+
+    async def followers_of_2() -> int:
+        return (await counters.read_counts([2]))[2].followers
+
+    try:
+        async with running_counters(settings):
+            await store.add_edge(1, 2, now_us())
+            await eventually(followers_of_2, lambda n: n == 1)  # the consumer has a checkpoint
+        for follower in (3, 4, 5):
+            await store.add_edge(follower, 2, now_us())
+
+        assert await in_process(monkeypatch, settings, "fsck", "2", "--settle-seconds", "0.2") == 3
+        lines = capsys.readouterr().out.splitlines()
+        behind = re.fullmatch(
+            r"counters consumer (\d+) s behind: counters not checked \(run fsck again once it has caught up\)", lines[0]
+        )
+        assert behind is not None, lines
+        assert len(lines) == 2, lines
+        summary = f"fsck: no violation; counters not checked (counters consumer {behind[1]} s behind) (1 users, "
+        assert lines[1].startswith(summary), lines
+        assert await in_process(monkeypatch, settings, "reconcile", "2", "--fix", "--settle-seconds", "0.2") == 3
+        (line,) = capsys.readouterr().out.splitlines()
+        assert re.fullmatch(
+            r"reconcile: counters consumer \d+ s behind; counts not checked \(run it again once it has caught up\)",
+            line,
+        ), line
+        assert await followers_of_2() == 1  # reconcile --fix wrote nothing
+
+        async with running_counters(settings):
+            await eventually(followers_of_2, lambda n: n == 4)
+            assert await in_process(monkeypatch, settings, "fsck", "2", "--settle-seconds", "0.2") == 0
+            assert "counters not checked" not in capsys.readouterr().out
+            assert await in_process(monkeypatch, settings, "reconcile", "2", "--settle-seconds", "0.2") == 0
+    finally:
+        dynamo.close()

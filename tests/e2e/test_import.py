@@ -185,14 +185,16 @@ def edge_items(items: list[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
 
 
 @contextlib.asynccontextmanager
-async def started(settings: Settings, source: Path, *options: str) -> AsyncIterator[asyncio.subprocess.Process]:
+async def started(
+    settings: Settings, source: Path, *options: str, log_level: str = "warning"
+) -> AsyncIterator[asyncio.subprocess.Process]:
     """``socialgraph import FILE [options]`` as a process of its own, killed if the test ends before it does."""
     process = await asyncio.create_subprocess_exec(
         str(SOCIALGRAPH),
         "import",
         str(source),
         *options,
-        env=command_environment(settings),
+        env=command_environment(settings, SG_LOG_LEVEL=log_level),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -274,7 +276,9 @@ async def test_killed_half_way_and_run_again_it_ends_as_one_run_with_exact_count
 async def test_ctrl_c_stops_cleanly_with_the_state_saved_and_a_second_run_finishes_exactly(
     settings: Settings, tmp_path: Path
 ) -> None:
-    """SIGINT: the batches in flight end, the state is saved, it says where it stopped, exit 130."""
+    """SIGINT: the batches in flight end, the state is saved, it says where it stopped, exit 130;
+    the second run counts every edge written, none "already present" (only a hard stop leaves rows
+    written past the saved state), and its progress total is the file's rows, not its lines."""
     plan = make_plan(1_000, 40, seed=9)
     await seed(settings, plan)
     source = tmp_path / "edges.csv"
@@ -298,10 +302,16 @@ async def test_ctrl_c_stops_cleanly_with_the_state_saved_and_a_second_run_finish
         if line.startswith("line,") or int(line.split(",")[0]) <= int(state["watermark"])
     )
 
-    async with started(settings, source) as second:
-        _, err = await second.communicate()
+    async with started(settings, source, log_level="info") as second:  # info: the progress lines
+        out, err = await second.communicate()
     assert second.returncode == 0, err.decode()
     await check_end_state(settings, plan, source)
+    rows = len(plan.lines) - 1 - plan.lines.count("")  # no header, no blank line
+    summary = f"imported {source}: {rows} rows read, {len(plan.edges)} written, 0 already present, "
+    assert out.decode().startswith(summary), out.decode()
+    logged = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    (done,) = [e for e in logged if e.get("event") == "progress_done"]
+    assert (done["done"], done["total"]) == (rows, rows)
 
 
 async def test_a_state_path_that_cannot_be_written_is_one_line_and_exit_2(settings: Settings, tmp_path: Path) -> None:

@@ -11,12 +11,14 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import grpc
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
+from socialgraph_client import AsyncSocialGraphClient
 from socialgraph_devstack.processes import port_is_open
 
 from graph_service.settings import Settings
@@ -49,6 +51,58 @@ def worker_pids(child: Child) -> list[int]:
     """The workers' PIDs, in the order they were started (the first two, then each restart)."""
     started = [pid for entry in events(child, "serve_processes_started") for pid in entry["pids"]]
     return started + [entry["pid"] for entry in events(child, "serve_process_restarted")]
+
+
+async def clients_on_worker(address: str, metrics_port: int) -> list[AsyncSocialGraphClient]:
+    """Python clients (a connection each) whose connection the kernel gave to the worker serving
+    ``metrics_port``; at least one (``eventually``: the kernel picks per connection)."""
+    found: list[AsyncSocialGraphClient] = []
+    others: list[AsyncSocialGraphClient] = []
+
+    async def one_more() -> int:
+        client = await AsyncSocialGraphClient.connect(address, options=[("grpc.use_local_subchannel_pool", 1)])
+        before = await handled(metrics_port)
+        await client.is_following(1, 2)
+        (found if await handled(metrics_port) > before else others).append(client)
+        return len(found)
+
+    await eventually(one_more, lambda n: n >= 2, timeout=30)
+    for client in others:
+        await client.close()
+    return found
+
+
+class CallsThrough:
+    """Each client calling ``IsFollowing`` over and over until ``stop``: the errors, the slowest
+    call, and how many calls began after ``killed()``."""
+
+    def __init__(self, clients: list[AsyncSocialGraphClient]) -> None:
+        self.errors: list[BaseException] = []
+        self.slowest = 0.0
+        self.after_kill = 0
+        self._killed_at: float | None = None
+        self._stop = asyncio.Event()
+        self._clients = clients
+        self._tasks = [asyncio.create_task(self._calls(c)) for c in clients]
+
+    def killed(self) -> None:
+        self._killed_at = time.monotonic()
+
+    async def _calls(self, client: AsyncSocialGraphClient) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                await client.is_following(1, 2)
+            except Exception as error:  # every error is a finding: the client was to retry it
+                self.errors.append(error)
+            self.slowest = max(self.slowest, time.monotonic() - began)
+            self.after_kill += self._killed_at is not None and began > self._killed_at
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+        for client in self._clients:
+            await client.close()
 
 
 async def test_two_processes_share_the_port_restart_after_a_crash_and_stop_together(
@@ -87,8 +141,17 @@ async def test_two_processes_share_the_port_restart_after_a_crash_and_stop_toget
             return worker_pids(parent)
 
         first = await eventually(pids, lambda found: len(found) == 2)
+        callers = await clients_on_worker(parent.address, ports[1])
+        calling = CallsThrough(callers)
         os.kill(first[1], signal.SIGKILL)
+        calling.killed()
         now = await eventually(pids, lambda found: len(found) == 3, timeout=30)
+        await calling.stop()
+        # docs/operating.md: a caller of the Python client whose connection was on the killed worker
+        # sees its call take longer (retried on a new connection, to the other worker), no error.
+        assert calling.errors == []
+        assert calling.after_kill >= len(callers)
+        assert calling.slowest < 3.0  # well within a read's 5 s deadline; about 0.3-0.7 s on a quiet machine
         assert now[2] not in first
         (exited,) = events(parent, "serve_process_exited")
         assert (exited["worker"], exited["code"]) == (1, -signal.SIGKILL)

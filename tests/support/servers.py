@@ -20,6 +20,8 @@ from socialgraph_devstack.processes import (
     start_redis_cluster,
 )
 
+from graph_service.cache.keys import TRUST_GENERATION
+
 __all__ = [
     "STREAMED_ENDPOINTS",
     "DynamoDBLocals",
@@ -98,9 +100,11 @@ def redis_node(servers_dir: Path) -> Iterator[ManagedProcess]:
 
 @pytest.fixture
 def redis_url(redis_node: ManagedProcess) -> str:
-    """A clean single-node Redis for this test."""
+    """A clean single-node Redis for this test, its cache trusted (as a serving process's cache
+    reset leaves it: ``cache/lease.py``)."""
     client = redis.Redis(port=redis_node.port)
     client.flushall()
+    client.set(TRUST_GENERATION, "tests")
     client.close()
     return f"redis://127.0.0.1:{redis_node.port}/0"
 
@@ -118,6 +122,7 @@ def flushed_cluster(redis_cluster: list[int]) -> Iterator[RedisCluster]:
     """A client of the session's cluster, flushed for this test."""
     client = RedisCluster(host="127.0.0.1", port=redis_cluster[0], decode_responses=True)
     client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    client.set(TRUST_GENERATION, "tests")
     yield client
     client.close()
 

@@ -35,6 +35,9 @@ class TcpFreeze:
         self.port = port
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._forwarding: set[asyncio.Task[object]] = set()
+        """The connections' tasks, awaited by ``close`` (a task left to the loop's shutdown is
+        cancelled there, and asyncio logs the cancellation of a connection's task as an error)."""
         self._flowing = {Direction.TO_SERVER: asyncio.Event(), Direction.TO_CLIENT: asyncio.Event()}
         for event in self._flowing.values():
             event.set()
@@ -67,8 +70,13 @@ class TcpFreeze:
                 writer.transport.abort()
             self._open.clear()
             await server.wait_closed()
+        await asyncio.gather(*self._forwarding, return_exceptions=True)
 
     async def _forward(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._forwarding.add(task)
+            task.add_done_callback(self._forwarding.discard)
         self._open.add(client_writer)
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", self.target_port)

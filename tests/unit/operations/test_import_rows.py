@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_service.operations.import_rows import Reason, Reject, Row, RowParser, parse_time
+from graph_service.operations.import_rows import Reason, Reject, Row, RowParser, count_rows, parse_time
 
 STARTED = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z, in microseconds
 
@@ -114,3 +114,19 @@ def test_spaces_around_a_field_are_ignored_quoted_or_not(line: bytes) -> None:
 
 def test_text_after_a_closing_quote_is_still_malformed() -> None:
     assert reject_of(b'"20"4,205\n')[0] is Reason.MALFORMED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"follower_id,followee_id\n1,2\n3,4\n",  # the header is not a row (the total once counted it)
+        b"\xef\xbb\xbf \n\nFollowee_ID,follower_id\n2,1\n\n5,6\n\x1c\n",
+        b"1,\xff\nfollower_id,followee_id\n1,2\n",  # a line that is not UTF-8 does not end the header's chance
+        b"from,to\nfollower_id,followee_id\n1",
+        b"",
+    ],
+)
+def test_the_progress_total_counts_the_lines_that_become_rows_or_rejects(text: bytes) -> None:
+    """What ``count_rows`` counts before the import is what the parser turns into rows and rejects."""
+    numbered = list(enumerate(text.splitlines(keepends=True), start=1))
+    assert count_rows(numbered) == len(parse_all(text))

@@ -42,3 +42,34 @@ def test_on_a_terminal_it_draws_a_bar_with_the_count() -> None:
         progress.advance(8)
     assert "import" in screen.getvalue()
     assert "8/8" in screen.getvalue()
+
+
+def test_an_estimated_total_grows_with_the_work_and_ends_at_what_was_done() -> None:
+    """fsck's and reconcile's totals are DynamoDB's item counts, taken before the scan: writes made
+    since (the counters consumer's) once showed 85,564 done of 85,547. Done never passes the total."""
+    with capture_every_level() as logs:
+        with meter("fsck", 10, estimated=True, stream=io.StringIO(), every_seconds=0.0) as progress:
+            progress.advance(8)
+            progress.advance(4)
+        with meter("fsck", 10, estimated=True, stream=io.StringIO(), every_seconds=3600.0) as progress:
+            progress.advance(7)  # items deleted since the count: the end says what was done
+    lines = [(e["event"], e["done"], e["total"], e["total_estimated"]) for e in logs]
+    assert lines == [
+        ("progress", 8, 10, True),
+        ("progress", 12, 12, True),
+        ("progress_done", 12, 12, True),
+        ("progress_done", 7, 7, True),
+    ]
+
+
+def test_on_a_terminal_an_estimated_total_says_so_and_never_falls_behind() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    with meter("fsck", 10, estimated=True, stream=screen) as progress:
+        progress.advance(12)
+    assert "fsck (total estimated)" in screen.getvalue()
+    assert "12/12" in screen.getvalue()
+    assert "12/10" not in screen.getvalue()
