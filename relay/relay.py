@@ -15,8 +15,9 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
-from aiokafka.structs import RecordMetadata
+from aiokafka.errors import KafkaError, OffsetOutOfRangeError, UnknownTopicOrPartitionError, for_code
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.structs import RecordMetadata, TopicPartition
 
 from graph_service.domain.fences import FenceRejected
 from graph_service.domain.retry import Backoff
@@ -29,9 +30,9 @@ from graph_service.streams.reader import ShardReset
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.relay import RelayMetrics
 from graph_service.tweets.tweet_store import parse_tweet
-from relay.log_guard import LogGuard
+from relay.log_guard import ACKNOWLEDGEMENT, LogGuard
 
-__all__ = ["Converter", "Relay", "graph_events", "tweet_events"]
+__all__ = ["Converter", "FetchProbe", "Relay", "graph_events", "tweet_events"]
 
 log = structlog.get_logger(__name__)
 Converter = Callable[[dict[str, Any]], list[OutgoingRecord]]
@@ -64,6 +65,54 @@ def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
     return [follow_record(change.follower_id, change.followee_id, change.added, at)]
 
 
+class FetchProbe:
+    """The ``LogProbe`` of a topic over the relay's own producer client: one fetch at the offset,
+    whose answer carries the partition's high-water mark (the mark the broker serves reads with, not
+    ListOffsets': the local broker answers that one from a listing of its batch objects)."""
+
+    FETCH_WAIT_MS = 100
+    """The broker's longest wait for a record at the offset (the local broker answers a fetch that may
+    not wait with no partition at all)."""
+
+    def __init__(self, client: Any, topic: str, *, timeout: float = 5.0) -> None:
+        """``client``: an ``AIOKafkaClient``, started (the producer's ``client``)."""
+        self._client = client
+        self._topic = topic
+        self._timeout = timeout
+
+    async def holds(self, partition: int, offset: int) -> bool | None:
+        try:
+            return await asyncio.wait_for(self._holds(partition, offset), self._timeout)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.info("relay_log_probe_failed", topic=self._topic, partition=partition, error=repr(exc))
+            return None
+
+    async def _holds(self, partition: int, offset: int) -> bool | None:
+        cluster = self._client.cluster
+        node = cluster.leader_for_partition(TopicPartition(self._topic, partition))
+        if node is None:  # not known to this client: ask the brokers (never creates a topic)
+            if not await self._client.force_metadata_update():
+                return None
+            if partition not in (cluster.partitions_for_topic(self._topic) or set()):
+                return False  # the brokers answered without it: its records are gone
+            node = cluster.leader_for_partition(TopicPartition(self._topic, partition))
+        if node is None or node < 0:
+            return None
+        request = FetchRequest(self.FETCH_WAIT_MS, 1, 1024, 0, [(self._topic, [(partition, offset, 1024)])])
+        response = await self._client.send(node, request)
+        for topic, partitions in response.topics:
+            for number, error_code, high_water, *_ in partitions:
+                if topic != self._topic or number != partition:
+                    continue
+                error = for_code(error_code)
+                if error is OffsetOutOfRangeError or error is UnknownTopicOrPartitionError:
+                    return False
+                if error_code:
+                    return None
+                return bool(high_water > offset)
+        return None
+
+
 class Relay:
     """The handler of one ``StreamReader``: convert, produce, wait for the acks, checkpoint.
 
@@ -90,6 +139,7 @@ class Relay:
         self._guard = guard if guard is not None else LogGuard(topic, checkpoints)
         self._topics = topics
         metrics = metrics if metrics is not None else RelayMetrics()
+        self._guard.use(FetchProbe(producer.client, topic), metrics)
         self._produced = metrics.produced.labels(topic)
         self._skipped = metrics.skipped.labels(topic)
         self._failures = FailureLog(log)
@@ -121,6 +171,7 @@ class Relay:
         while True:
             if self._topics is not None:
                 await self._topics.until_ok()  # a missing topic is waited for, never created
+            await self._guard.until_open()  # not while a suspected loss is looked at again
             try:
                 sent = []
                 for event in outgoing:
@@ -167,7 +218,12 @@ class Relay:
         self._produced.inc(len(outgoing))
         backwards = self._guard.take_backwards()
         if backwards:
-            if self._topics is not None:
-                self._topics.hold()  # nothing more is produced until a check finds the topics right
-            await self._guard.rewind("an acknowledgement at or below an earlier offset", backwards)
+            # A partition's acknowledgement at or below an earlier one: does the log still hold the
+            # earlier record? Only a confirmed loss rewinds.
+            suspected = {partition: (now, before) for partition, (before, now) in backwards.items()}
+            lost = await self._guard.confirm(ACKNOWLEDGEMENT, suspected)
+            if lost:
+                if self._topics is not None:
+                    self._topics.hold()  # nothing more is produced until a check finds the topics right
+                await self._guard.rewind(ACKNOWLEDGEMENT, lost)
         return last

@@ -111,6 +111,11 @@ class GraphCache:
     # -- failure handling -------------------------------------------------------------------
 
     @property
+    def owes(self) -> bool:
+        """Invalidations of failed write-throughs are still owed."""
+        return bool(self._pending)
+
+    @property
     def trusted(self) -> bool:
         """Reads may use the cache: Redis answers and no invalidation is owed."""
         return not self._pending and time.monotonic() >= self._down_until
@@ -293,6 +298,20 @@ class GraphCache:
         if not await self._on_both_sides(self._write_edge, follower_id, followee_id, args, essential=True):
             self._owe(follower_id, followee_id)
             return False
+        return await self._owed_delivered(follower_id, followee_id)
+
+    async def _owed_delivered(self, a: int, b: int) -> bool:
+        """After a write-through of the pair: if an earlier one failed and its invalidation is still
+        owed, deliver it now, since this write is acknowledged only once the pair is settled (a
+        retry of a write that committed but was not acknowledged finds nothing to change, and its
+        own write-through would leave the first one's stale entries in place)."""
+        owed = self._pending.get((a, b))
+        if owed is None:
+            return True
+        if not await self.invalidate_edge(a, b, essential=True):
+            return False
+        if self._pending.get((a, b)) == owed:
+            del self._pending[(a, b)]
         return True
 
     async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool:
@@ -305,7 +324,7 @@ class GraphCache:
         if not await self._in_both_slots(calls, essential=essential):
             self._owe(a, b)
             return False
-        return True
+        return await self._owed_delivered(a, b) if essential else True
 
     async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
         """Delete any cached entry that disagrees with a committed change (run by the consumer)."""
@@ -314,11 +333,12 @@ class GraphCache:
             self._repair, follower_id, followee_id, lambda other: [state, Edge(other, at_us).position]
         )
 
-    async def invalidate_edge(self, follower_id: int, followee_id: int) -> bool:
+    async def invalidate_edge(self, follower_id: int, followee_id: int, *, essential: bool = False) -> bool:
         """Drop every entry a change between the two users may have made stale, in both slots
-        (tombstones are kept: they only ever stop a stale add). ``(u, u)`` is a privacy change of u."""
+        (tombstones are kept: they only ever stop a stale add). ``(u, u)`` is a privacy change of u.
+        ``essential``: tried even while the breaker is open (a write waits on it)."""
         if follower_id == followee_id:
-            ok, _ = await self._try(self._dropping_privacy(follower_id))
+            ok, _ = await self._try(self._dropping_privacy(follower_id), essential=essential)
             return ok
         calls = [
             self._dropping(
@@ -331,7 +351,7 @@ class GraphCache:
             )
             for owner, state_key, direction, other in self._sides(follower_id, followee_id)
         ]
-        return await self._in_both_slots(calls)
+        return await self._in_both_slots(calls, essential=essential)
 
     # -- relationships, privacy, suggestions ----------------------------------------------
 
@@ -351,7 +371,9 @@ class GraphCache:
             self._count("relationships", len(target_ids), 0)
             return {t: Relationship.decode(str(v)) for t, v in zip(target_ids, near, strict=True)}, None
         stamps = [self._near.stamp(key) for key in rel_keys] if self._near is not None else []
-        ok, replies = await self._try(lambda: self._read(lambda pipe: pipe.mget([keys.epoch(actor_id), *rel_keys])))
+        ok, replies = await self._try(
+            lambda: self._read(lambda pipe: pipe.execute_command("MGET", keys.epoch(actor_id), *rel_keys))
+        )
         if not ok or replies is None:
             self._count("relationships", 0, len(target_ids))
             return {}, None
@@ -402,7 +424,8 @@ class GraphCache:
         ok, _ = await self._try(self._dropping_privacy(user_id), essential=essential)
         if not ok:
             self._owe(user_id, user_id)
-        return ok
+            return False
+        return await self._owed_delivered(user_id, user_id) if essential else True
 
     async def get_suggestions(self, user_id: int) -> str | None:
         if not self.trusted:

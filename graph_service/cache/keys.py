@@ -11,6 +11,7 @@ __all__ = [
     "TRUST_LEASES",
     "TRUST_PREFIX",
     "TRUST_RESET",
+    "TRUST_RUN",
     "counts",
     "epoch",
     "follow_state",
@@ -32,7 +33,9 @@ TRUST_GENERATION = f"{TRUST_PREFIX}gen"
 TRUST_LEASES = f"{TRUST_PREFIX}leases"
 """Sorted set: each serving process's lease, scored by its expiry (Redis's clock, ms)."""
 TRUST_RESET = f"{TRUST_PREFIX}reset"
-"""String with a TTL: a reset is running (only one at a time, as far as it matters)."""
+"""String with a TTL: the cache is being emptied (only one at a time, as far as it matters)."""
+TRUST_RUN = f"{TRUST_PREFIX}run"
+"""String: the run IDs of the Redis nodes when the cache was last emptied (a restart changes them)."""
 
 
 def epoch(user_id: int) -> str:

@@ -21,17 +21,23 @@ class CacheWriteThrough:
         self._lease = lease
 
     async def follow_settled(self, follower_id: int, followee_id: int, at_us: int | None, *, following: bool) -> None:
-        await self._settled(await self._cache.write_edge(follower_id, followee_id, at_us, following))
+        await self._settled(
+            await self._cache.write_edge(follower_id, followee_id, at_us, following), follower_id, followee_id
+        )
 
     async def pair_settled(self, a: int, b: int) -> None:
-        await self._settled(await self._cache.touch_pair(a, b))
+        await self._settled(await self._cache.touch_pair(a, b), a, b)
 
     async def privacy_settled(self, user_id: int) -> None:
-        await self._settled(await self._cache.drop_private(user_id))
+        await self._settled(await self._cache.drop_private(user_id), user_id, user_id)
 
-    async def _settled(self, ok: bool) -> None:
-        if not ok and self._lease is not None:
-            await self._lease.settle_failed()
+    async def _settled(self, ok: bool, a: int, b: int) -> None:
+        """A failed write-through is tried once more at once, as a plain invalidation of the pair
+        (a loaded process or one slow reply is the common cause, and every lease given up costs a
+        cache reset); only if that fails too does the write wait out its lease."""
+        if ok or self._lease is None or await self._cache.invalidate_edge(a, b, essential=True):
+            return
+        await self._lease.settle_failed()
 
 
 class NoGraphCache:

@@ -15,6 +15,7 @@ __all__ = [
     "EdgePage",
     "FollowResult",
     "FollowState",
+    "LeaseRecord",
     "Made",
     "PairState",
     "Relationship",
@@ -185,3 +186,13 @@ class BudgetGrant:
     @property
     def counted(self) -> bool:
         return bool(self.ticket)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A live cache lease as the store holds it (``LeaseRegistry``)."""
+
+    beat: int
+    """Heartbeats counted: a holder that stops beating is presumed gone."""
+    unsettled: bool
+    """A write under it left the cache unsettled: its holder owes invalidations."""

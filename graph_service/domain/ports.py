@@ -10,7 +10,7 @@ Rules do not live here: an adapter stores and fetches; the service layer decides
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from graph_service.domain.fences import CounterUpdate, Fence
@@ -21,6 +21,7 @@ from graph_service.domain.models import (
     Cursor,
     Direction,
     EdgePage,
+    LeaseRecord,
     Made,
     PairState,
     Relationship,
@@ -205,20 +206,30 @@ class SuggestionCache(Protocol):
 
 
 class LeaseRegistry(Protocol):
-    """The store's side of the cache's trust (``cache/lease.py``): which serving processes' cache
-    leases are still honoured. A revoked lease is never honoured again."""
+    """The store's side of the cache's trust (``cache/lease.py``): the serving processes' cache
+    leases, each live (its holder beats) or revoked (for good: its holder stopped beating)."""
 
     async def register(self, lease_id: str) -> None:
         """Honour a new lease; ``ValueError`` for an ID registered before (revoked or not)."""
         ...
 
-    async def is_live(self, lease_id: str) -> bool:
-        """Whether the lease is honoured (registered and not revoked), read after every write before it."""
+    async def beat(self, lease_id: str) -> bool:
+        """Count one heartbeat of a live lease; False if it is not live (revoked or unknown)."""
         ...
 
-    async def revoke_all_except(self, keep: Collection[str]) -> list[str]:
-        """Revoke every honoured lease not in ``keep``; the IDs revoked."""
+    async def mark_unsettled(self, lease_id: str) -> bool:
+        """Record that a write under this lease left the cache unsettled; False if it is not live."""
         ...
+
+    async def live_leases(self) -> dict[str, LeaseRecord]:
+        """Every live lease, with its heartbeat count."""
+        ...
+
+    async def revoke(self, lease_id: str, beat: int) -> bool:
+        """Revoke the lease if it is live and its heartbeat count is still ``beat``."""
+        ...
+
+    async def is_live(self, lease_id: str) -> bool: ...
 
     async def forget(self, lease_id: str) -> None:
         """Drop a lease given up cleanly."""

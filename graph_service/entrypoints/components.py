@@ -48,7 +48,7 @@ def build_graph_cache(settings: Settings, *, near: NearCacheMetrics | None = Non
 
 
 def build_cache_lease(
-    settings: Settings, dynamo: AsyncDynamo, *, metrics: LeaseMetrics | None = None
+    settings: Settings, dynamo: AsyncDynamo, cache: GraphCache, *, metrics: LeaseMetrics | None = None
 ) -> CacheLease | None:
     """The serving process's cache lease (``cache/lease.py``), or None when caching is off. Its own
     Redis client waits half a lease for an answer (a renewal that timed out gives the lease up)."""
@@ -61,7 +61,7 @@ def build_cache_lease(
         settings=replace(settings, redis_timeout_seconds=lease_seconds / 2, redis_max_connections=4),
     )
     registry = DynamoLeaseRegistry(dynamo, settings.table(CHECKPOINTS))
-    return CacheLease(redis, registry, lease_seconds=lease_seconds, metrics=metrics)
+    return CacheLease(redis, registry, lease_seconds=lease_seconds, owes=lambda: cache.owes, metrics=metrics)
 
 
 def build_timelines(settings: Settings) -> TimelineStore | None:

@@ -16,6 +16,7 @@ from graph_service.api.timeline_service import TimelineService
 from graph_service.api.tls import server_credentials
 from graph_service.cache.cached_graph import CachedGraphReads
 from graph_service.cache.graph_cache import GraphCache
+from graph_service.cache.lease import CacheLease
 from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
@@ -50,6 +51,8 @@ class ServerRuntime:
     """The follow rate limit's ledger (None: the limit is off); ``failed_open`` counts follows let through."""
     metrics: MetricsServer | None = None
     """``/metrics``, ``/healthz``, ``/readyz`` (closed last, so a scrape sees the drain)."""
+    lease: CacheLease | None = None
+    """The process's cache lease (None without Redis)."""
 
     @property
     def port(self) -> int:
@@ -128,6 +131,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     cache = build_graph_cache(settings, near=NearCacheMetrics(registry))
     timelines = build_timelines(settings)
     closers: list[Closer] = []
+    lease: CacheLease | None = None
     changes: GraphChanges = NoGraphCache()
     reads: GraphReads = store
     relationships: RelationshipReads = store
@@ -136,7 +140,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         cache.report_to(CacheMetrics(registry))
         cache.start()
         cached = CachedGraphReads(store, cache)
-        lease = build_cache_lease(settings, dynamo, metrics=LeaseMetrics(registry))
+        lease = build_cache_lease(settings, dynamo, cache, metrics=LeaseMetrics(registry))
         changes, reads, relationships, bulk_lists = CacheWriteThrough(cache, lease), cached, cached, cached.cold()
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more
         if lease is not None:
@@ -169,7 +173,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         await _close_all(closers)
         raise
     serving.append(grpc)
-    return ServerRuntime(grpc, cache, closers, callers, budget, metrics)
+    return ServerRuntime(grpc, cache, closers, callers, budget, metrics, lease)
 
 
 def _closing(dynamo: AsyncDynamo) -> Closer:

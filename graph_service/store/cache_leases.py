@@ -1,20 +1,22 @@
 """``LeaseRegistry`` in DynamoDB: the serving processes' cache leases, as items of the
-``stream_checkpoints`` table under the consumer name ``cache-trust`` (``shard_id`` = ``lease#<ID>``),
-``state`` ``live`` or ``revoked``, with a TTL on ``expires_at`` that reclaims the items of
-processes long gone.
+``stream_checkpoints`` table under the consumer name ``cache-trust`` (``shard_id`` = ``lease#<ID>``):
+``state`` ``live`` or ``revoked``, ``beat`` (heartbeats counted), ``unsettled`` (a write under the
+lease left the cache unsettled), and a TTL on ``expires_at`` that reclaims the items of processes
+long gone.
 
-Why the store: a serving process cut off from Redis can still reach DynamoDB (it has just
-committed a write there), so a revocation written here reaches it where nothing written to Redis
-could (``cache/lease.py``, "revoked").
+Why the store: a serving process cut off from Redis still reaches DynamoDB (it has just committed a
+write there), so its heartbeat tells the others it is alive and owes the cache invalidations, and
+a revocation written here reaches it where nothing written to Redis could (``cache/lease.py``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from typing import Any
 
 from botocore.exceptions import ClientError
 
+from graph_service.domain.models import LeaseRecord
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.dynamodb.operations import query_all
 
@@ -22,8 +24,9 @@ __all__ = ["CONSUMER", "DynamoLeaseRegistry"]
 
 CONSUMER = "cache-trust"
 KEEP_SECONDS = 30 * 86400
-"""How long an item outlives its last registration (its TTL): far longer than a process runs
-between restarts; a live process's item older than this reads as revoked (the safe side)."""
+"""How long an item outlives its last heartbeat (its TTL)."""
+NAMES = {"#s": "state"}  # STATE is a DynamoDB reserved word
+LIVE = {":live": {"S": "live"}}
 
 
 class DynamoLeaseRegistry:
@@ -37,24 +40,60 @@ class DynamoLeaseRegistry:
     def _key(lease_id: str) -> dict[str, dict[str, str]]:
         return {"consumer": {"S": CONSUMER}, "shard_id": {"S": f"lease#{lease_id}"}}
 
-    async def register(self, lease_id: str) -> None:
-        try:
-            await self._put_live(lease_id)
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise ValueError(f"cache lease {lease_id} was registered before") from exc
-            raise
+    @staticmethod
+    def _expires() -> dict[str, str]:
+        return {"N": str(int(time.time()) + KEEP_SECONDS)}
 
-    async def _put_live(self, lease_id: str) -> None:
-        await self._dynamo.call(
-            "put_item",
-            TableName=self._table,
-            Item={
-                **self._key(lease_id),
-                "state": {"S": "live"},
-                "expires_at": {"N": str(int(time.time()) + KEEP_SECONDS)},
+    async def register(self, lease_id: str) -> None:
+        item = {**self._key(lease_id), "state": {"S": "live"}, "beat": {"N": "0"}, "expires_at": self._expires()}
+        if not await self._conditional(
+            "put_item", Item=item, ConditionExpression="attribute_not_exists(shard_id)"
+        ):  # never over a revoked one
+            raise ValueError(f"cache lease {lease_id} was registered before")
+
+    async def beat(self, lease_id: str) -> bool:
+        return await self._update_live(lease_id, "SET expires_at = :e ADD beat :one", {":one": {"N": "1"}})
+
+    async def mark_unsettled(self, lease_id: str) -> bool:
+        return await self._update_live(lease_id, "SET unsettled = :t, expires_at = :e", {":t": {"BOOL": True}})
+
+    async def _update_live(self, lease_id: str, update: str, values: dict[str, Any]) -> bool:
+        return await self._conditional(
+            "update_item",
+            Key=self._key(lease_id),
+            UpdateExpression=update,
+            ConditionExpression="#s = :live",
+            ExpressionAttributeNames=NAMES,
+            ExpressionAttributeValues={**values, **LIVE, ":e": self._expires()},
+        )
+
+    async def live_leases(self) -> dict[str, LeaseRecord]:
+        items = await query_all(
+            self._dynamo,
+            {
+                "TableName": self._table,
+                "KeyConditionExpression": "#c = :c AND begins_with(shard_id, :p)",
+                "ExpressionAttributeNames": {"#c": "consumer", **NAMES},
+                "ExpressionAttributeValues": {":c": {"S": CONSUMER}, ":p": {"S": "lease#"}, **LIVE},
+                "FilterExpression": "#s = :live",
+                "ConsistentRead": True,
             },
-            ConditionExpression="attribute_not_exists(shard_id)",  # never over a revoked one
+        )
+        return {
+            item["shard_id"]["S"].removeprefix("lease#"): LeaseRecord(
+                beat=int(item.get("beat", {}).get("N", "0")), unsettled=bool(item.get("unsettled", {}).get("BOOL"))
+            )
+            for item in items
+        }
+
+    async def revoke(self, lease_id: str, beat: int) -> bool:
+        return await self._conditional(
+            "update_item",
+            Key=self._key(lease_id),
+            UpdateExpression="SET #s = :revoked",
+            ConditionExpression="#s = :live AND beat = :beat",
+            ExpressionAttributeNames=NAMES,
+            ExpressionAttributeValues={":revoked": {"S": "revoked"}, ":beat": {"N": str(beat)}, **LIVE},
         )
 
     async def is_live(self, lease_id: str) -> bool:
@@ -64,40 +103,15 @@ class DynamoLeaseRegistry:
         item = response.get("Item")
         return item is not None and item.get("state", {}).get("S") == "live"
 
-    async def revoke_all_except(self, keep: Collection[str]) -> list[str]:
-        items = await query_all(
-            self._dynamo,
-            {
-                "TableName": self._table,
-                "KeyConditionExpression": "#c = :c AND begins_with(shard_id, :p)",
-                "ExpressionAttributeNames": {"#c": "consumer", "#s": "state"},
-                "ExpressionAttributeValues": {":c": {"S": CONSUMER}, ":p": {"S": "lease#"}, ":live": {"S": "live"}},
-                "FilterExpression": "#s = :live",
-                "ConsistentRead": True,
-            },
-        )
-        kept = set(keep)
-        revoked: list[str] = []
-        for item in items:
-            lease_id = item["shard_id"]["S"].removeprefix("lease#")
-            if lease_id in kept:
-                continue
-            try:
-                await self._dynamo.call(
-                    "update_item",
-                    TableName=self._table,
-                    Key=self._key(lease_id),
-                    UpdateExpression="SET #s = :revoked",
-                    ConditionExpression="#s = :live",
-                    ExpressionAttributeNames={"#s": "state"},
-                    ExpressionAttributeValues={":revoked": {"S": "revoked"}, ":live": {"S": "live"}},
-                )
-            except ClientError as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                continue  # revoked or forgotten meanwhile
-            revoked.append(lease_id)
-        return revoked
-
     async def forget(self, lease_id: str) -> None:
         await self._dynamo.call("delete_item", TableName=self._table, Key=self._key(lease_id))
+
+    async def _conditional(self, operation: str, **kwargs: Any) -> bool:
+        """Run a conditional write; False if its condition refused it."""
+        try:
+            await self._dynamo.call(operation, TableName=self._table, **kwargs)
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

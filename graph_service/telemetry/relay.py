@@ -22,3 +22,11 @@ class RelayMetrics:
             ["topic"],
             registry=registry,
         )
+        self.log_suspicions = Counter(
+            "socialgraph_relay_log_suspicions",
+            "Times the relay suspected a topic's log of losing records it had produced (a high-water mark"
+            " at or below an offset produced, an acknowledgement below an earlier one) and looked again,"
+            " by topic; the confirmed ones are socialgraph_relay_rewinds.",
+            ["topic"],
+            registry=registry,
+        )

@@ -20,7 +20,7 @@ from socialgraph_devstack.processes import (
     start_redis_cluster,
 )
 
-from graph_service.cache.keys import TRUST_GENERATION
+from graph_service.cache.keys import TRUST_GENERATION, TRUST_RUN
 
 __all__ = [
     "STREAMED_ENDPOINTS",
@@ -98,13 +98,20 @@ def redis_node(servers_dir: Path) -> Iterator[ManagedProcess]:
     proc.stop()
 
 
+def trust_as_reset(client: redis.Redis) -> None:
+    """Write the trust record a serving process's keeper leaves after emptying the cache
+    (``cache/trust_keeper.py``), so that the cache is trusted without a ``serve`` running."""
+    client.set(TRUST_RUN, str(client.info("server")["run_id"]))
+    client.set(TRUST_GENERATION, "tests")
+
+
 @pytest.fixture
 def redis_url(redis_node: ManagedProcess) -> str:
     """A clean single-node Redis for this test, its cache trusted (as a serving process's cache
     reset leaves it: ``cache/lease.py``)."""
     client = redis.Redis(port=redis_node.port)
     client.flushall()
-    client.set(TRUST_GENERATION, "tests")
+    trust_as_reset(client)
     client.close()
     return f"redis://127.0.0.1:{redis_node.port}/0"
 
@@ -122,6 +129,8 @@ def flushed_cluster(redis_cluster: list[int]) -> Iterator[RedisCluster]:
     """A client of the session's cluster, flushed for this test."""
     client = RedisCluster(host="127.0.0.1", port=redis_cluster[0], decode_responses=True)
     client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    runs = client.info("server", target_nodes=RedisCluster.PRIMARIES)
+    client.set(TRUST_RUN, ",".join(sorted(str(info["run_id"]) for info in runs.values())))
     client.set(TRUST_GENERATION, "tests")
     yield client
     client.close()

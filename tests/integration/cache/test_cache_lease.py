@@ -1,14 +1,15 @@
-"""The cache's trust across replicas (``cache/lease.py``, ``cache/trust.py``) on a real Redis and
-DynamoDB Local: leases, the wait of a write whose cache could not be settled, the reset."""
+"""The cache's trust across replicas (``cache/lease.py``, ``cache/trust_keeper.py``,
+``cache/trust.py``) on a real Redis and DynamoDB Local: leases, the wait of a write whose cache
+could not be settled, a holder that owes, a holder gone silent, a Redis that lost its leases."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 
 import pytest
 import redis.asyncio as aioredis
+from socialgraph_devstack.processes import free_port
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.graph_cache import GraphCache
@@ -23,7 +24,7 @@ from graph_service.store.cache_leases import DynamoLeaseRegistry
 from graph_service.timelines import keys as timeline_keys
 from tests.support.polling import eventually
 
-LEASE = 0.4
+LEASE = 0.6
 
 
 @dataclass
@@ -32,10 +33,15 @@ class Parts:
     registry: DynamoLeaseRegistry
     trust: TrustCheck
     url: str
+    made: list[CacheLease] = field(default_factory=list)
 
-    def lease(self) -> CacheLease:
+    def lease(self, owes: Callable[[], bool] = lambda: False) -> CacheLease:
         """A serving process's lease, on a client of its own (which ``aclose`` closes)."""
-        return CacheLease(aioredis.from_url(self.url, decode_responses=True), self.registry, lease_seconds=LEASE)
+        made = CacheLease(
+            aioredis.from_url(self.url, decode_responses=True), self.registry, lease_seconds=LEASE, owes=owes
+        )
+        self.made.append(made)
+        return made
 
 
 @pytest.fixture
@@ -43,10 +49,14 @@ async def parts(shared_tables: Settings, redis_url: str) -> AsyncIterator[Parts]
     dynamo = AsyncDynamo.build(shared_tables)
     client = aioredis.from_url(redis_url, decode_responses=True)
     registry = DynamoLeaseRegistry(dynamo, shared_tables.table(CHECKPOINTS))
-    await registry.revoke_all_except([])  # the tests of this module share the registry
+    for lease_id, record in (await registry.live_leases()).items():  # earlier tests' leases
+        await registry.revoke(lease_id, record.beat)
+    made = Parts(client, registry, TrustCheck(client), redis_url)
     try:
-        yield Parts(client, registry, TrustCheck(client), redis_url)
+        yield made
     finally:
+        for lease in made.made:
+            await lease.aclose()
         await client.aclose()
         dynamo.close()
 
@@ -58,64 +68,111 @@ async def trusted(parts: Parts) -> bool:
 async def test_a_held_lease_keeps_the_cache_trusted_and_one_given_back_leaves_it_so(parts: Parts) -> None:
     lease = parts.lease()
     await lease.tick()
-    assert lease.holding is not None
-    assert await parts.registry.is_live(lease.holding)
+    held = lease.holding
+    assert held is not None
+    assert await parts.registry.is_live(held)
     for _ in range(3):
         await lease.tick()
         assert await trusted(parts)
-    held = lease.holding
     await lease.aclose()
     assert not await parts.registry.is_live(held)
     assert await parts.redis.zscore(keys.TRUST_LEASES, held) is None
     assert await trusted(parts)
 
 
-async def test_an_unsettled_write_is_acknowledged_only_once_no_reader_trusts_the_cache(parts: Parts) -> None:
-    lease = parts.lease()
+async def test_an_unsettled_write_waits_until_no_reader_trusts_the_cache_and_its_holder_clears_it(
+    parts: Parts,
+) -> None:
+    owed = [True]
+    lease = parts.lease(owes=lambda: owed[0])
     await lease.tick()
+    first = lease.holding
     assert await trusted(parts)
-    started = time.monotonic()
     await lease.settle_failed()
-    waited = time.monotonic() - started
     assert not await trusted(parts)  # from the acknowledgement on, every reader's check fails
-    assert LEASE * 0.5 < waited < LEASE * 3, waited
-    assert lease.holding is None  # that lease is given up: it must lapse
-    await lease.tick()  # a new one for the next writes, and the reset of the old one
-    assert lease.holding is not None
+    assert lease.lapsed == [first]
+    await lease.tick()  # a new lease for later writes; the lapsed one stays while invalidations are owed
+    assert lease.holding not in (None, first)
+    assert not await trusted(parts)
+    owed[0] = False  # delivered
+    await lease.tick()
+    assert lease.lapsed == []
     assert await trusted(parts)
-    assert lease.resets == 1
+    assert lease.keeper.resets == 0  # its holder settled it: nothing to empty
 
 
-async def test_a_reset_revokes_the_lapsed_lease_and_empties_the_cache_but_not_the_timelines(parts: Parts) -> None:
-    keeper, lapsing = parts.lease(), parts.lease()
+async def test_a_holder_that_still_owes_keeps_the_cache_untrusted_for_as_long_as_it_beats(parts: Parts) -> None:
+    """A replica cut off from Redis alone: the others do not revoke it, and it goes on answering."""
+    cut_off, other = parts.lease(owes=lambda: True), parts.lease()
+    await cut_off.tick()
+    await other.tick()
+    await cut_off.settle_failed()
+    lapsed = cut_off.lapsed[0]
+
+    async def rounds() -> float:
+        await cut_off.tick()
+        await other.tick()
+        return (await parts.registry.live_leases())[lapsed].beat
+
+    await eventually(rounds, lambda beats: beats >= 4, timeout=30, interval=LEASE / 4)  # past dead_after
+    assert await parts.registry.is_live(lapsed)
+    assert not await trusted(parts)
+    await cut_off.settle_failed()  # and its writes are still acknowledged
+
+
+async def test_a_silent_holder_s_unsettled_lease_is_revoked_and_the_cache_emptied(parts: Parts) -> None:
+    gone, keeper = parts.lease(owes=lambda: True), parts.lease()
+    await gone.tick()
     await keeper.tick()
-    await lapsing.tick()
     await parts.redis.set(keys.follow_state(1, 2), "0")
-    await parts.redis.set(keys.epoch(1), "7")
     await parts.redis.rpush(timeline_keys.home(1), 5)
-    gone = lapsing.holding
-    assert gone is not None
-    generation = await parts.redis.get(keys.TRUST_GENERATION)
-    keeper.start()  # renews every quarter lease, and resets when it finds the cache untrusted
-    try:
-        await lapsing.settle_failed()  # lapsing stops renewing its lease and waits until it lapsed
-        assert await eventually(lambda: trusted(parts), bool, timeout=10)
-    finally:
-        await keeper.aclose()
-    assert keeper.resets == 1
-    assert await parts.redis.get(keys.TRUST_GENERATION) != generation
+    await gone.settle_failed()  # then it stops beating: a crash
+    lapsed = gone.lapsed[0]
+
+    async def revoked() -> bool:
+        await keeper.tick()
+        return not await parts.registry.is_live(lapsed)
+
+    await eventually(revoked, bool, timeout=30, interval=LEASE / 4)
+    await keeper.tick()
+    assert await trusted(parts)
+    assert keeper.keeper.resets == 1
     assert await parts.redis.get(keys.follow_state(1, 2)) is None
-    assert await parts.redis.get(keys.epoch(1)) is None
-    assert await parts.redis.lrange(timeline_keys.home(1), 0, -1) == ["5"]
-    assert not await parts.registry.is_live(gone)
-    # The lapsed lease's holder, cut off from Redis, would now write with nothing to cover it.
-    with pytest.raises(Unavailable, match="revoked"):
-        await lapsing.settle_failed()
+    assert await parts.redis.lrange(timeline_keys.home(1), 0, -1) == ["5"]  # timelines are not the cache's
+    await gone.tick()  # were it alive after all: it learns its lease was revoked, and takes another
+    assert gone.lapsed == []
+    assert gone.holding not in (None, lapsed)
 
 
-async def test_a_process_that_never_held_a_lease_does_not_acknowledge_an_unsettled_write(parts: Parts) -> None:
+async def test_a_silent_holder_that_left_nothing_unsettled_is_revoked_without_emptying(parts: Parts) -> None:
+    gone, keeper = parts.lease(), parts.lease()
+    await gone.tick()
+    await keeper.tick()
+    held = gone.holding
+    assert held is not None
+    await parts.redis.set(keys.follow_state(3, 4), "1")
+
+    async def revoked() -> bool:
+        await keeper.tick()  # gone never renews again: a kill -9
+        return not await parts.registry.is_live(held)
+
+    await eventually(revoked, bool, timeout=30, interval=LEASE / 4)
+    await keeper.tick()
+    assert await trusted(parts)
+    assert keeper.keeper.resets == 0
+    assert await parts.redis.get(keys.follow_state(3, 4)) == "1"
+
+
+async def test_a_process_that_never_reached_redis_does_not_acknowledge_an_unsettled_write(parts: Parts) -> None:
+    """Nothing it could do would make the other replicas distrust what it left unsettled."""
+    cut_off = CacheLease(
+        aioredis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2),
+        parts.registry,
+        lease_seconds=LEASE,
+    )
+    parts.made.append(cut_off)
     with pytest.raises(Unavailable, match="no cache lease"):
-        await parts.lease().settle_failed()
+        await cut_off.settle_failed()
 
 
 async def test_a_renewal_never_brings_a_lapsed_lease_back(parts: Parts) -> None:
@@ -129,22 +186,27 @@ async def test_a_renewal_never_brings_a_lapsed_lease_back(parts: Parts) -> None:
     assert not await trusted(parts)
 
 
-async def test_a_redis_restarted_empty_is_trusted_only_after_a_reset_revoking_every_lease_it_lost(
+async def test_a_redis_that_lost_its_data_is_emptied_and_trusted_once_every_live_holder_is_back(
     parts: Parts,
 ) -> None:
-    survivor, other = parts.lease(), parts.lease()
-    await survivor.tick()
-    await other.tick()
-    lost = other.holding
-    await parts.redis.flushall()  # a Redis restarted empty: no generation, no leases
-    assert not await trusted(parts)
-    await survivor.tick()  # its lease is gone: it takes a new one, then resets
-    assert await trusted(parts)
-    assert lost is not None
-    assert not await parts.registry.is_live(lost)
+    first, second = parts.lease(), parts.lease()
+    await first.tick()
+    await second.tick()
+    await parts.redis.set(keys.TRUST_RUN, "another-run")  # as a restart, failover or restore shows it
+    await parts.redis.zrem(keys.TRUST_LEASES, second.holding or "")  # a lease the restart lost
+    await first.tick()
+    assert first.keeper.resets == 1
+    assert not await trusted(parts)  # second's lease is live in the store, missing in Redis
+
+    async def back() -> bool:
+        await second.tick()  # its renewal fails: it takes a new lease there
+        await first.tick()
+        return await trusted(parts)
+
+    await eventually(back, bool, timeout=30, interval=LEASE / 4)
 
 
-async def test_a_fill_that_read_the_store_before_a_reset_cannot_land_after_it(
+async def test_a_fill_that_read_the_store_before_an_emptying_cannot_land_after_it(
     parts: Parts, shared_tables: Settings, redis_url: str
 ) -> None:
     cache = GraphCache(
@@ -159,9 +221,9 @@ async def test_a_fill_that_read_the_store_before_a_reset_cannot_land_after_it(
         seen = await cache.epoch(41)  # a missing epoch is made, from Redis's clock, not read as 0
         assert seen is not None
         assert int(seen) > 10**15
-        await parts.redis.delete(keys.TRUST_GENERATION)
-        assert await lease.reset()
-        await cache.fill_follow_state(41, 42, False, seen)  # what it read before the reset
+        assert await lease.keeper.empty()
+        await lease.tick()
+        await cache.fill_follow_state(41, 42, False, seen)  # what it read before the emptying
         assert await parts.redis.get(keys.follow_state(41, 42)) is None
         fresh = await cache.epoch(41)
         assert fresh is not None
@@ -170,7 +232,6 @@ async def test_a_fill_that_read_the_store_before_a_reset_cannot_land_after_it(
         assert await cache.get_follow_state(41, 42) is True
     finally:
         await cache.aclose()
-        await lease.aclose()
 
 
 async def test_reads_miss_while_the_cache_is_not_trusted(parts: Parts, shared_tables: Settings, redis_url: str) -> None:

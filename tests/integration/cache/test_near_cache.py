@@ -114,9 +114,7 @@ async def test_a_reply_that_is_not_a_fence_s_drops_the_connection_and_empties_it
     assert await near.fence()
 
 
-async def test_flushall_empties_it_and_trusts_nothing_until_a_reset(
-    near: NearCache, writer: aioredis.Redis
-) -> None:
+async def test_flushall_empties_it_and_trusts_nothing_until_a_reset(near: NearCache, writer: aioredis.Redis) -> None:
     """FLUSHALL takes the cache's trust record too: the fence says no until a cache reset writes a
     new generation (``cache/lease.py``); the entry is gone either way."""
     key = "sg:{5}:fs:6"

@@ -98,6 +98,7 @@ async def test_follow_during_an_outage_is_not_undone_by_a_stale_dump(
     own_redis: OwnRedis, stub: Stub, counters: asyncio.Task[None]
 ) -> None:
     """A follow made while Redis is down stays visible, and is counted, after Redis comes back with stale entries."""
+    await eventually(lambda: _trusted(own_redis), bool)  # the server's keeper has written the trust record
     assert not await is_following(stub, (5, 6))
     assert await followers(stub, 6) == []
     assert await following(stub, 5) == []
@@ -114,9 +115,10 @@ async def test_follow_during_an_outage_is_not_undone_by_a_stale_dump(
     await eventually(lambda: counts(stub, 6), lambda c: c == (1, 0))
 
     own_redis.restart()
-    with own_redis.client() as client:  # the dump brought the stale entries back
-        assert client.get(keys.follow_state(5, 6)) == "0"
-        assert client.hmget(keys.counts(6), ["fl", "fg"]) == ["0", "0"]
+    with own_redis.client() as client:  # the dump brought the stale entries back (unless the
+        # server's cache reset, on its lapsed lease, has already emptied it: cache/lease.py)
+        assert client.get(keys.follow_state(5, 6)) in ("0", None)
+        assert client.hmget(keys.counts(6), ["fl", "fg"]) in (["0", "0"], [None, None])
 
     async def reads_after_restart() -> bool:
         assert await is_following(stub, (5, 6))
@@ -153,3 +155,8 @@ async def test_writes_invalidate_for_other_replicas_even_while_their_own_breaker
         await writer.Block(pb.BlockRequest(blocker_id=2, blocked_id=1))
         reply = await reader.GetRelationships(pb.GetRelationshipsRequest(actor_id=1, target_ids=[2]))
         assert reply.relationships[0].blocked_by
+
+
+async def _trusted(own_redis: OwnRedis) -> bool:
+    with own_redis.client() as client:
+        return client.get(keys.TRUST_GENERATION) is not None

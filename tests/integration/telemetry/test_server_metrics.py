@@ -13,11 +13,14 @@ import pytest
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.api.callers import caller_entry, mint_token
+from graph_service.cache.lease import CacheLease
 from graph_service.entrypoints.server import build_server
 from graph_service.settings import PortInUse, Settings
 from tests.support.graph_calls import follow, unfollow
+from tests.support.polling import eventually
 from tests.support.runtimes import running_server, stub_for
 from tests.support.scrape import Answer, get, scrape
+from tests.support.tcp_cut import tcp_cut
 
 SERVICE = "socialgraph.v1.SocialGraphService"
 
@@ -133,16 +136,40 @@ async def test_limit_refusals_are_counted_by_reason(settings: Settings) -> None:
 
 
 async def test_with_redis_unreachable_the_limit_fails_open_in_the_metrics(settings: Settings) -> None:
-    """Nothing listens at the Redis URL: each follow is let through uncounted and counted as such;
-    both edges' cache invalidations are owed."""
-    unreachable = replace(settings, redis_url="redis://127.0.0.1:1/0", follow_rate_limit=5, redis_timeout_seconds=0.25)
-    async with running_server(unreachable) as server, stub_for(server.port) as stub:
-        await follow(stub, 1, 2)
-        await follow(stub, 1, 3)
-        metrics = await scrape(server.metrics_port)
+    """Redis stops answering after the server took its cache lease: each follow is let through
+    uncounted and counted as such; both edges' cache invalidations are owed, and both writes wait
+    out the lease before they are acknowledged (docs/architecture.md, "Trust across replicas")."""
+    limited = replace(settings, follow_rate_limit=5, redis_timeout_seconds=0.25)
+    async with tcp_cut(int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])) as link:
+        through = replace(limited, redis_url=f"redis://127.0.0.1:{link.port}/0")
+        async with running_server(through) as server, stub_for(server.port) as stub:
+            assert server.lease is not None
+            await eventually(lambda: _holding(server.lease), bool, timeout=10)
+            await link.cut()
+            await follow(stub, 1, 2)
+            await follow(stub, 1, 3)
+            metrics = await scrape(server.metrics_port)
     assert metrics.value("socialgraph_follow_rate_limit_failed_open_total") == 2
     assert metrics.value("socialgraph_cache_owed_invalidations") == 2
+    assert metrics.value("socialgraph_cache_unsettled_writes_total", outcome="acknowledged") == 2
     assert metrics.value("grpc_server_handled_total", grpc_method="Follow", grpc_code="OK") == 2
+
+
+async def _holding(lease: CacheLease) -> bool:
+    return lease.holding is not None
+
+
+async def test_a_server_that_never_reached_redis_refuses_a_write_it_cannot_settle(settings: Settings) -> None:
+    """Nothing listens at the Redis URL from the start: the server holds no cache lease, so nothing
+    would make the other replicas distrust what a write leaves in their cache; the write (committed)
+    is answered UNAVAILABLE, counted as refused (docs/architecture.md, Known limits)."""
+    unreachable = replace(settings, redis_url="redis://127.0.0.1:1/0", redis_timeout_seconds=0.25)
+    async with running_server(unreachable) as server, stub_for(server.port) as stub:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await follow(stub, 1, 2)
+        metrics = await scrape(server.metrics_port)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert metrics.value("socialgraph_cache_unsettled_writes_total", outcome="refused") == 1
 
 
 async def test_with_redis_unreachable_every_cached_read_is_a_miss(settings: Settings) -> None:

@@ -10,6 +10,7 @@ import secrets
 
 import pytest
 
+from graph_service.domain.models import LeaseRecord
 from graph_service.domain.ports import LeaseRegistry
 
 __all__ = ["LeaseRegistryContract"]
@@ -20,29 +21,42 @@ def lease() -> str:
 
 
 class LeaseRegistryContract:
-    async def test_a_registered_lease_is_live_and_an_unknown_one_is_not(self, registry: LeaseRegistry) -> None:
+    async def test_a_registered_lease_is_live_and_listed_and_an_unknown_one_is_not(
+        self, registry: LeaseRegistry
+    ) -> None:
         mine = lease()
         assert not await registry.is_live(mine)
         await registry.register(mine)
         assert await registry.is_live(mine)
+        assert (await registry.live_leases())[mine] == LeaseRecord(beat=0, unsettled=False)
         await registry.forget(mine)  # leaves no live lease behind for the next test
+        assert mine not in await registry.live_leases()
 
-    async def test_a_revocation_spares_the_kept_and_is_for_good(self, registry: LeaseRegistry) -> None:
-        kept, gone, also_gone = lease(), lease(), lease()
-        for one in (kept, gone, also_gone):
-            await registry.register(one)
-        assert sorted(await registry.revoke_all_except([kept])) == sorted([gone, also_gone])
-        assert [await registry.is_live(one) for one in (kept, gone, also_gone)] == [True, False, False]
-        assert await registry.revoke_all_except([kept]) == []  # already revoked: not again
-        with pytest.raises(ValueError, match="registered before"):
-            await registry.register(gone)  # a revoked lease is never honoured again
-        assert not await registry.is_live(gone)
-        assert await registry.revoke_all_except([]) == [kept]
+    async def test_heartbeats_and_the_unsettled_mark_are_counted_on_a_live_lease_only(
+        self, registry: LeaseRegistry
+    ) -> None:
+        mine, unknown = lease(), lease()
+        await registry.register(mine)
+        assert await registry.beat(mine)
+        assert await registry.beat(mine)
+        assert await registry.mark_unsettled(mine)
+        assert (await registry.live_leases())[mine] == LeaseRecord(beat=2, unsettled=True)
+        assert not await registry.beat(unknown)
+        assert not await registry.mark_unsettled(unknown)
+        await registry.forget(mine)
 
-    async def test_a_lease_given_back_is_no_longer_live(self, registry: LeaseRegistry) -> None:
+    async def test_a_revocation_needs_the_beat_it_saw_and_is_for_good(self, registry: LeaseRegistry) -> None:
         mine = lease()
         await registry.register(mine)
-        await registry.forget(mine)
+        await registry.beat(mine)
+        assert not await registry.revoke(mine, 0)  # it beat since: alive
+        assert await registry.is_live(mine)
+        assert await registry.revoke(mine, 1)
         assert not await registry.is_live(mine)
-        assert await registry.revoke_all_except([]) == []
-        await registry.forget(mine)  # twice: nothing
+        assert mine not in await registry.live_leases()
+        assert not await registry.beat(mine)  # its holder learns it was revoked
+        assert not await registry.mark_unsettled(mine)
+        assert not await registry.revoke(mine, 1)
+        with pytest.raises(ValueError, match="registered before"):
+            await registry.register(mine)  # a revoked lease is never honoured again
+        await registry.forget(mine)

@@ -1,0 +1,126 @@
+"""Keeps the cache's trust record (docs/architecture.md, "Trust across replicas"); every serving
+process runs one, on each round of its lease (``cache/lease.py``).
+
+Each round it looks at the leases in Redis (alive, expired) and in the store (live, with their
+heartbeats), and:
+
+- **Revokes a holder gone silent**: a lease expired in Redis, or live in the store but missing
+  from Redis, whose heartbeat has not moved for ``dead_after`` (by this process's clock). A holder
+  that still beats is alive and owes invalidations: its lease keeps the cache untrusted until it
+  clears it itself. A revoked lease is removed from Redis; if its holder had marked it unsettled
+  (a write acknowledged after a failed write-through), the invalidations it owed are lost with it,
+  so the cache is emptied.
+- **Empties the cache when Redis may have lost writes**: the run IDs of the Redis nodes differ
+  from the ones recorded (``sg:{trust}:run``): a restart, a failover to a replica, a restore from a
+  snapshot. Emptying deletes the generation first, then every ``sg:*`` key but the trust record,
+  then records the run IDs.
+- **Writes a new generation** when there is none and nothing holds trust back: no expired lease in
+  Redis, and every live lease in the store alive in Redis (a process cut off from a Redis that
+  restarted has not registered again there).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import structlog
+from redis.asyncio.cluster import RedisCluster
+
+from graph_service.cache import keys, scripts
+from graph_service.domain.ports import LeaseRegistry
+from graph_service.redis_client.connect import AnyRedis
+from graph_service.telemetry.cache import LeaseMetrics
+
+__all__ = ["TrustKeeper"]
+
+log = structlog.get_logger(__name__)
+RESET_LOCK_MS = 30_000
+FLUSH_BATCH = 500
+
+
+class TrustKeeper:
+    def __init__(self, redis: AnyRedis, registry: LeaseRegistry, *, dead_after: float, metrics: LeaseMetrics) -> None:
+        self._redis = redis
+        self._registry = registry
+        self._dead_after = dead_after
+        self._metrics = metrics
+        self._split_leases = redis.register_script(scripts.SPLIT_LEASES)
+        self._silent: dict[str, tuple[int, float]] = {}
+        """Suspect leases: ID -> (heartbeat count seen, when it was first seen at that count)."""
+        self.resets = 0
+        """How many times this keeper emptied the cache."""
+
+    async def tend(self, now: float) -> None:
+        """One look at the leases, as above; ``now`` is this process's monotonic clock."""
+        alive, expired = await self._split_leases(keys=[keys.TRUST_LEASES])
+        live = await self._registry.live_leases()
+        suspects = set(expired) | (set(live) - set(alive))
+        flush = False
+        held_back = False
+        for lease_id in sorted(suspects):
+            record = live.get(lease_id)
+            if record is None:  # expired, and honoured by nobody: revoked or given back half-way
+                await self._redis.zrem(keys.TRUST_LEASES, lease_id)
+                flush = True  # whatever it owed, nobody will deliver it
+                continue
+            seen = self._silent.get(lease_id)
+            if seen is None or seen[0] != record.beat:
+                self._silent[lease_id] = (record.beat, now)
+                held_back = True
+                continue
+            if now - seen[1] < self._dead_after or not await self._registry.revoke(lease_id, record.beat):
+                held_back = True
+                continue
+            await self._redis.zrem(keys.TRUST_LEASES, lease_id)
+            flush = flush or record.unsettled
+            log.warning("cache_lease_revoked_silent", lease=lease_id, unsettled=record.unsettled)
+        for gone in set(self._silent) - suspects:
+            del self._silent[gone]
+        runs = await self._run_ids()
+        if flush or await self._redis.get(keys.TRUST_RUN) != runs:
+            await self.empty(runs)
+        if not held_back and await self._redis.get(keys.TRUST_GENERATION) is None:
+            await self._redis.set(keys.TRUST_GENERATION, secrets.token_hex(8), nx=True)
+            log.info("cache_trusted")
+
+    async def empty(self, runs: str | None = None) -> bool:
+        """Delete the generation and every cache entry, then record the nodes' run IDs; False if
+        another process's emptying is running."""
+        redis = self._redis
+        if not await redis.set(keys.TRUST_RESET, secrets.token_hex(4), nx=True, px=RESET_LOCK_MS):
+            return False
+        try:
+            await redis.delete(keys.TRUST_GENERATION, keys.TRUST_RUN)
+            deleted = await self._flush()
+            await redis.set(keys.TRUST_RUN, runs if runs is not None else await self._run_ids())
+            self.resets += 1
+            self._metrics.resets.inc()
+            log.warning("cache_reset", entries_deleted=deleted)
+            return True
+        finally:
+            await redis.delete(keys.TRUST_RESET)
+
+    async def _flush(self) -> int:
+        """Delete every cache entry but the trust record; how many."""
+        deleted = 0
+        batch: list[str] = []
+        async for key in self._redis.scan_iter(match=f"{keys.PREFIX}:*", count=1000):
+            if str(key).startswith(keys.TRUST_PREFIX):
+                continue
+            batch.append(str(key))
+            if len(batch) >= FLUSH_BATCH:
+                deleted += int(await self._redis.unlink(*batch))
+                batch = []
+        if batch:
+            deleted += int(await self._redis.unlink(*batch))
+        return deleted
+
+    async def _run_ids(self) -> str:
+        """The run IDs of the Redis node (every primary of a Cluster), sorted and joined."""
+        if isinstance(self._redis, RedisCluster):
+            infos: dict[Any, Any] = await self._redis.info("server", target_nodes=RedisCluster.PRIMARIES)
+            ids = [str(info["run_id"]) for info in infos.values()]
+        else:
+            ids = [str((await self._redis.info("server"))["run_id"])]
+        return ",".join(sorted(ids))
