@@ -115,6 +115,7 @@ class LogGuard:
         self._metrics = metrics if metrics is not None else TopicMetrics()
         self._probe = probe
         self._suspicions = (relay_metrics if relay_metrics is not None else RelayMetrics()).log_suspicions
+        self._suspicions.labels(topic)  # shown at 0 from the start
         self._confirm_within = confirm_within
         self._clock = clock
         self._suspicion_lines = FailureLog(log)
@@ -140,6 +141,7 @@ class LogGuard:
             self._probe = probe
         if relay_metrics is not None:
             self._suspicions = relay_metrics.log_suspicions
+            self._suspicions.labels(self.topic)
 
     def attach(self, reader: Restartable) -> None:
         self._readers.append(reader)

@@ -107,7 +107,8 @@ class FetchProbe:
                 error = for_code(error_code)
                 if error is OffsetOutOfRangeError or error is UnknownTopicOrPartitionError:
                     return False
-                if error_code:
+                if error_code:  # a leader that moved, a broker loading: ask again after fresh metadata
+                    await self._client.force_metadata_update()
                     return None
                 return bool(high_water > offset)
         return None

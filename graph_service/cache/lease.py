@@ -110,6 +110,10 @@ class CacheLease:
         """Leases given up by unsettled writes, not cleared yet: ID -> when it has certainly expired."""
         self._beaten_at = float("-inf")
         self._task: asyncio.Task[None] | None = None
+        self._first_round = asyncio.Event()
+        """Set once the first round has ended (``first_lease``)."""
+        self._registering = asyncio.Lock()
+        """One registration at a time (the round's, or an unsettled write's)."""
         self._failing_since: float | None = None
         self._metrics = metrics if metrics is not None else LeaseMetrics()
         self._metrics.watch(lambda: self._held is not None)
@@ -130,37 +134,57 @@ class CacheLease:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="cache-lease")
 
+    async def first_lease(self) -> bool:
+        """Wait for the first round (at most a lease): a serving process starts answering once it
+        holds a lease, since a write it could not settle without one would be refused. False: Redis
+        did not let it have one (it serves anyway: reads go to DynamoDB, and it takes one later)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._first_round.wait(), self.lease_seconds)
+        if self._held is None:
+            log.warning("cache_lease_not_held_at_start")
+        return self._held is not None
+
     async def _run(self) -> None:
         while True:
             await self.tick()
+            self._first_round.set()
             await asyncio.sleep(self.lease_seconds / 4)
 
     async def tick(self) -> None:
         """One round: take a lease if none is held, else renew it; beat every lease this process
         answers for; clear the lapsed ones once nothing is owed; tend the trust record."""
+        failure: Exception | None = None
         try:
-            try:
-                if self._held is None:
-                    await self._register()
-                else:
-                    await self._renew(self._held)
-            finally:
-                await self._beat()  # also while Redis is out of reach: this process is alive
-            if self._lapsed and not self._owes():
-                await self._clear_lapsed()
-            await self.keeper.tend(self._clock())
-            if self._failing_since is not None:
-                log.info("cache_lease_renewed", failed_for=round(self._clock() - self._failing_since, 3))
-                self._failing_since = None
+            if self._held is None:
+                await self._register()
+            else:
+                await self._renew(self._held)
         except FAILURES as exc:
-            if self._failing_since is None:
-                self._failing_since = self._clock()
-                log.warning("cache_lease_failing", error=str(exc) or type(exc).__name__)
+            failure = exc
+        try:
+            await self._beat()  # also while Redis is out of reach: this process is alive
+            if failure is None:
+                if self._lapsed and not self._owes():
+                    await self._clear_lapsed()
+                await self.keeper.tend(self._clock())
+        except FAILURES as exc:
+            failure = failure or exc
+        if failure is None and self._failing_since is not None:
+            log.info("cache_lease_renewed", failed_for=round(self._clock() - self._failing_since, 3))
+            self._failing_since = None
+        elif failure is not None and self._failing_since is None:
+            self._failing_since = self._clock()
+            log.warning("cache_lease_failing", error=str(failure) or type(failure).__name__)
 
     async def _register(self) -> None:
         """The store first, so that the others see this process before its lease can lapse; the
         keepers do not trust a cache while a live lease is missing from Redis, so they wait the few
         milliseconds until it is there."""
+        async with self._registering:
+            if self._held is None:
+                await self._register_now()
+
+    async def _register_now(self) -> None:
         await self._redis.ping()  # no store item for a lease that could not reach Redis anyway
         for _ in range(REGISTER_ATTEMPTS):
             lease_id = self._new_id()
@@ -202,13 +226,14 @@ class CacheLease:
                     self._held = None
         self._beaten_at = self._clock()
 
-    async def _clear_lapsed(self) -> None:
+    async def _clear_lapsed(self, *, waiting: bool = True) -> None:
         """Every invalidation this process owed is delivered: what its lapsed leases left
-        unsettled is settled, so they stop holding the cache's trust back."""
+        unsettled is settled, so they stop holding the cache's trust back. ``waiting``: writes
+        may still be waiting on them (not after the drain)."""
         now = self._clock()
         for lease_id, bound in list(self._lapsed.items()):
-            if now < bound:
-                continue  # a write may still be waiting on it
+            if waiting and now < bound:
+                continue
             await self._redis.zrem(keys.TRUST_LEASES, lease_id)
             await self._registry.forget(lease_id)
             del self._lapsed[lease_id]
@@ -248,15 +273,18 @@ class CacheLease:
         await asyncio.sleep(max(0.0, bound - self._clock()))
 
     async def aclose(self) -> None:
-        """Stop renewing and give the lease held back (lapsed ones stay, to be revoked once this
-        process stops beating them: what they left unsettled is then emptied out)."""
+        """Stop renewing and give the lease held back, and the lapsed ones if nothing is owed any
+        more (else they stay, to be revoked once this process stops beating them: what they left
+        unsettled is then emptied out)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         held, self._held = self._held, None
-        if held is not None:
-            with contextlib.suppress(*FAILURES):
+        with contextlib.suppress(*FAILURES):
+            if held is not None:
                 await self._redis.zrem(keys.TRUST_LEASES, held.lease_id)
                 await self._registry.forget(held.lease_id)
+            if self._lapsed and not self._owes():  # the cache's last owed invalidations went out
+                await self._clear_lapsed(waiting=False)
         await self._redis.aclose()

@@ -146,6 +146,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         if lease is not None:
             lease.start()
             closers.append(lease.aclose)  # after the last write-through: given back, or left to expire
+            await lease.first_lease()
     if timelines is not None:
         closers.append(timelines.aclose)
     budget = _budget(settings, limits)

@@ -1,6 +1,6 @@
 """Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count.
 
-Every metric group (one class per module: ``CacheMetrics`` with ``NearCacheMetrics``,
+Every metric group (one class per module: ``CacheMetrics`` with ``NearCacheMetrics`` and ``LeaseMetrics``,
 ``CountersMetrics``, ``FanoutMetrics``, ``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``,
 ``StreamMetrics``, ``TopicMetrics``) is exported here, with ``FailureLog`` (rate-limited failure lines).
 
@@ -14,7 +14,7 @@ A component built without a metric group (unit tests, tools) counts into a priva
 nobody reads: the counting code has no "metrics off" branch.
 """
 
-from graph_service.telemetry.cache import CacheMetrics, NearCacheMetrics
+from graph_service.telemetry.cache import CacheMetrics, LeaseMetrics, NearCacheMetrics
 from graph_service.telemetry.counters import CountersMetrics
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.fanout import FanoutMetrics
@@ -33,6 +33,7 @@ __all__ = [
     "FailureLog",
     "FanoutMetrics",
     "Heartbeat",
+    "LeaseMetrics",
     "LimitMetrics",
     "MethodMetrics",
     "NearCacheMetrics",

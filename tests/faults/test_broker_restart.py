@@ -160,4 +160,8 @@ async def test_every_tweet_reaches_every_timeline_across_a_broker_kill_and_resta
         rewinds = sum(guard.rewinds for guard in relay.guards)
         assert rewinds >= 1  # B came back through a rewind
         figures("relay_rewinds", rewinds)
+        # Every rewind was a suspicion confirmed by a second look (a fetch that found the records gone).
+        suspicions = sum(guard.suspicions for guard in relay.guards)
+        assert suspicions - sum(guard.cleared for guard in relay.guards) >= rewinds
+        figures("relay_log_suspicions", suspicions)
         assert relay.topics.problem() is None

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from socialgraph_devstack.stack import COMPONENTS, _banner, component_environment, local_environment
+from socialgraph_devstack.settings import StackSettings
+from socialgraph_devstack.stack import (
+    COMPONENTS,
+    _banner,
+    _processes,
+    _servers,
+    component_environment,
+    local_environment,
+)
 
 from graph_service.settings import Settings
 
@@ -94,3 +102,16 @@ def test_up_runs_one_serving_process_whatever_the_environment_says() -> None:
     env = {"SG_SERVE_PROCESSES": "4"}
     assert component_environment(env, "serve", 9500)["SG_SERVE_PROCESSES"] == "1"
     assert component_environment(env, "fanout", 9500)["SG_SERVE_PROCESSES"] == "4"  # not its setting
+
+
+def test_the_broker_is_stopped_after_every_process_and_before_its_store(tmp_path: Path) -> None:
+    """``up`` stops in the reverse order of its starts (``Supervisor.stop_all``): the servers start
+    first, the store before the broker, so the broker stops once nothing produces to it and its
+    store once it has exited (issue 22)."""
+    stack = StackSettings(tmp_path, 18000, 16379, 19092, 14568)
+    local = Settings()
+    servers = [component.name for component in _servers(stack, local)]
+    processes = [component.name for component in _processes("127.0.0.1:50051", local, {}, tmp_path)]
+    stop_order = list(reversed(servers + processes))
+    assert stop_order.index("kafka-broker") > max(stop_order.index(name) for name in COMPONENTS)
+    assert stop_order.index("broker-store") == stop_order.index("kafka-broker") + 1
