@@ -6,6 +6,7 @@ started it, which stops its children in its own order (``socialgraph up``: the l
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -149,15 +150,208 @@ def start_dynamodb_local(
 BROKER_BUCKET = "tansu"
 """The bucket of the object store where a persistent local broker keeps its data."""
 
+S3_SEMANTICS = """\
+'use strict';
+// Loaded before s3rver 3.7.1 (node --require): what S3 does that s3rver does not (see processes.py).
+const crypto = require('crypto');
+const fs = require('fs');
+const path = require('path');
+const { Readable, Transform } = require('stream');
+const { pipeline } = require('stream/promises');
+
+const readdirSync = fs.readdirSync;
+const name = (entry) => (typeof entry === 'string' ? entry : String(entry.name));
+const byName = (a, b) => (name(a) < name(b) ? -1 : name(a) > name(b) ? 1 : 0);
+fs.readdirSync = function sortedReaddirSync(...args) {
+  const entries = readdirSync.apply(this, args);
+  return Array.isArray(entries) ? entries.sort(byName) : entries;
+};
+
+const FilesystemStore = require('s3rver/lib/stores/filesystem');
+const S3Object = require('s3rver/lib/models/object');
+const store = FilesystemStore.prototype;
+for (const method of ['listObjects', 'getObject', 'getMetadata', 'putObject', 'putMetadata', 'getResourcePath']) {
+  if (typeof store[method] !== 'function') {
+    throw new Error(`s3rver is not the version this preload was written for (3.7.1): no ${method}`);
+  }
+}
+
+const listObjects = store.listObjects;
+store.listObjects = async function listObjectsToTheMillisecond(bucket, options) {
+  const result = await listObjects.call(this, bucket, options);
+  await Promise.all(result.objects.map(async (object) => {
+    try {
+      const stat = await fs.promises.stat(this.getResourcePath(bucket, object.key, 'object'));
+      Object.defineProperty(object, 'lastModifiedDate', { value: new Date(stat.mtimeMs) });
+    } catch (err) {
+      if (err.code !== 'ENOENT') throw err;
+    }
+  }));
+  return result;
+};
+
+store.putObject = async function putObjectWhole(object) {
+  const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
+  await fs.promises.mkdir(path.dirname(objectPath), { recursive: true });
+  const partial = `${objectPath}.${process.pid}.${crypto.randomBytes(6).toString('hex')}.partial`;
+  const digest = crypto.createHash('md5');
+  let size = 0;
+  try {
+    const content = Buffer.isBuffer(object.content) ? Readable.from([object.content]) : object.content;
+    const count = new Transform({
+      transform(chunk, encoding, callback) {
+        digest.update(chunk);
+        size += chunk.length;
+        callback(null, chunk);
+      },
+    });
+    await pipeline(content, count, fs.createWriteStream(partial));
+    await fs.promises.rename(partial, objectPath);
+  } catch (err) {
+    await fs.promises.rm(partial, { force: true });
+    throw err;
+  }
+  const md5 = digest.digest('hex');
+  await this.putMetadata(object.bucket, object.key, object.metadata, md5);
+  return { size, md5 };
+};
+
+const getMetadata = store.getMetadata;
+store.getObject = async function getObjectWhole(bucket, key, options) {
+  let handle;
+  try {
+    handle = await fs.promises.open(this.getResourcePath(bucket, key, 'object'), 'r');
+  } catch (err) {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  }
+  let stat, data;
+  try {
+    stat = await handle.stat();
+    data = await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+  let stored;
+  try {
+    stored = await getMetadata.call(this, bucket, key);
+  } catch (err) {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  }
+  const metadata = {
+    ...stored,
+    etag: JSON.stringify(crypto.createHash('md5').update(data).digest('hex')),
+    'last-modified': stat.mtime.toUTCString(),
+    'content-length': data.length,
+  };
+  const lastByte = Math.max(0, data.length - 1);
+  const ranged = options && (options.start !== undefined || options.end);
+  const range = {
+    start: (options && options.start) || 0,
+    end: Math.min((options && options.end) || Infinity, lastByte),
+  };
+  if (range.start < 0 || range.end < range.start) {
+    const object = new S3Object(bucket, key, null, metadata);
+    if (ranged) object.range = range;
+    return object;
+  }
+  const object = new S3Object(bucket, key, Readable.from([data.subarray(range.start, range.end + 1)]), metadata);
+  if (ranged) object.range = range;
+  return object;
+};
+
+const S3Error = require('s3rver/lib/models/error');
+const objects = require('s3rver/lib/controllers/object');
+const putObject = objects.putObject;
+const writing = new Map();
+const bare = (etag) => String(etag).trim().replace(/^W[/]/, '').replace(/^"|"$/g, '');
+objects.putObject = async function putObjectIfAsked(ctx) {
+  const ifNoneMatch = ctx.headers['if-none-match'];
+  const ifMatch = ctx.headers['if-match'];
+  if (ifNoneMatch === undefined && ifMatch === undefined) return putObject(ctx);
+  const where = ctx.store.getResourcePath(ctx.params.bucket, ctx.params.key, 'object');
+  const before = writing.get(where) || Promise.resolve();
+  let done;
+  const mine = new Promise((resolve) => { done = resolve; });
+  const queue = before.then(() => mine);
+  writing.set(where, queue);
+  await before;
+  try {
+    let current = null;
+    try {
+      current = crypto.createHash('md5').update(await fs.promises.readFile(where)).digest('hex');
+    } catch (err) {
+      if (err.code !== 'ENOENT') throw err;
+    }
+    const anyOrSame = (condition) => condition.trim() === '*' || bare(condition) === current;
+    const refused =
+      (ifNoneMatch !== undefined && current !== null && anyOrSame(ifNoneMatch)) ||
+      (ifMatch !== undefined && (current === null || !anyOrSame(ifMatch)));
+    if (refused) {
+      ctx.req.resume();
+      throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', {
+        Condition: ifNoneMatch !== undefined ? 'If-None-Match' : 'If-Match',
+      });
+    }
+    return await putObject(ctx);
+  } finally {
+    done();
+    if (writing.get(where) === queue) writing.delete(where);
+  }
+};
+"""
+"""A preload for s3rver 3.7.1 with what the broker (tansu 0.6.0) counts on and S3 has (issue 22):
+
+- PUTs with ``If-None-Match: *`` or ``If-Match`` refused (412) when the condition does not hold,
+  one PUT per key at a time. The broker writes a partition's mark (``watermark.json``) so and reads
+  the stored one on a refusal; s3rver ignored the conditions, and after a restart the first record
+  produced to a partition that nothing had read yet went to offset 0, over its first batch.
+- An object written whole before the PUT is answered (a temporary file renamed over it), and a GET
+  that reads one version of it (s3rver truncated the file, then wrote it, and answered before the
+  write was done).
+- Listings in key order, with ``LastModified`` to the millisecond. The broker answers ListOffsets
+  with one past the start of the newest batch object by ``LastModified``, the first listed of those
+  of the same second; s3rver listed in readdir order (hash order on ext4) and to the second, so the
+  end it answered was often an earlier batch's, below records it had acknowledged, even at rest.
+"""
+
+
+def _s3_semantics(script: Path) -> Path:
+    """The preload, written beside s3rver's install (``<local>/s3rver``) if missing or changed."""
+    path = script.parents[3] / "s3-semantics.cjs"
+    if not path.exists() or path.read_text() != S3_SEMANTICS:
+        written = path.with_name(f".{path.name}.{os.getpid()}")
+        written.write_text(S3_SEMANTICS)
+        written.replace(path)  # whole: another test worker may start s3rver with it meanwhile
+    return path
+
+
+@functools.cache
+def _legacy_ciphers(node: str) -> tuple[str, ...]:
+    """``--openssl-legacy-provider`` if this ``node`` takes it. s3rver 3.7.1 encrypts the continuation
+    token of a listing with DES, which OpenSSL 3 (Node 17 and later) refuses without the legacy
+    provider: every listing of more than 1,000 keys then fails with a 500, and the broker, which lists
+    a partition's batch objects to answer a fetch or ListOffsets, cannot serve a partition of more
+    than 1,000 batches."""
+    flag = "--openssl-legacy-provider"
+    try:
+        probe = subprocess.run([node, flag, "-e", ""], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return (flag,) if probe.returncode == 0 else ()
+
 
 def start_object_store(port: int, log_dir: Path, data_dir: Path, *, wait: bool = True) -> ManagedProcess:
     """s3rver (an S3-compatible server, from npm) on loopback, keeping its objects in ``data_dir``:
     where a persistent broker (``start_kafka_broker(store_port=...)``) keeps its topics, records and
-    consumer group offsets."""
+    consumer group offsets. Started with what S3 does and s3rver 3.7.1 does not (``S3_SEMANTICS``,
+    ``_legacy_ciphers``): conditional PUTs, whole objects, listings in order and of several pages."""
     script = ensure_s3rver()
     data_dir.mkdir(parents=True, exist_ok=True)
     node = shutil.which("node") or "node"
-    cmd = [node, str(script), "--directory", str(data_dir), "--address", "127.0.0.1", "--port", str(port)]
+    cmd = [node, *_legacy_ciphers(node), "--require", str(_s3_semantics(script)), str(script)]
+    cmd += ["--directory", str(data_dir), "--address", "127.0.0.1", "--port", str(port)]
     cmd += ["--configure-bucket", BROKER_BUCKET, "--silent"]
     proc = spawn("broker-store", cmd, port, log_dir)
     if wait:
