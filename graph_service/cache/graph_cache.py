@@ -68,6 +68,7 @@ class GraphCache:
         self._down_until = 0.0
         # owed invalidations: edge -> how many failed write-throughs it has had (see _flush_pending)
         self._pending: dict[tuple[int, int], int] = {}
+        self._dropped = False
         self._flusher: asyncio.Task[None] | None = None
         self._write_edge = redis.register_script(scripts.WRITE_EDGE)
         self._fill = redis.register_script(scripts.FILL_IF_EPOCH)
@@ -112,8 +113,8 @@ class GraphCache:
 
     @property
     def owes(self) -> bool:
-        """Invalidations of failed write-throughs are still owed."""
-        return bool(self._pending)
+        """Invalidations of failed write-throughs are still owed (or were dropped at shutdown)."""
+        return bool(self._pending) or self._dropped
 
     @property
     def trusted(self) -> bool:
@@ -568,6 +569,7 @@ class GraphCache:
         if self._pending:
             log.warning("redis_invalidations_dropped_at_shutdown", count=len(self._pending))
             self._pending.clear()
+            self._dropped = True
 
     async def aclose(self) -> None:
         """Deliver owed invalidations if Redis answers now (one try), then close the client."""

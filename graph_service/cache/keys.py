@@ -26,8 +26,9 @@ __all__ = [
 
 PREFIX = "sg"
 
-TRUST_PREFIX = f"{PREFIX}:{{trust}}:"
-"""The cache's trust record (``cache/trust.py``), all in one slot: kept by a cache reset."""
+TRUST_PREFIX = "sgtrust:{trust}:"
+"""The cache's trust record (``cache/trust.py``), all in one slot, outside the ``sg:`` prefix: the
+near caches do not track it (a lease renewal pushes no invalidation) and emptying the cache keeps it."""
 TRUST_GENERATION = f"{TRUST_PREFIX}gen"
 """String: the cache's generation, new after every reset; absent: nothing in the cache is trusted."""
 TRUST_LEASES = f"{TRUST_PREFIX}leases"

@@ -6,7 +6,7 @@ alone cannot reach it". Other processes may still read the entry it could not dr
 write would break "with Redis down, writes still succeed"; acknowledging it at once lets another
 replica answer the old state. So, as with Gray and Cheriton's leases:
 
-- **Lease.** Every serving process holds a lease in ``sg:{trust}:leases``, scored by its expiry on
+- **Lease.** Every serving process holds a lease in ``sgtrust:{trust}:leases``, scored by its expiry on
   Redis's clock, renewed every quarter of ``lease_seconds``. Readers trust the cache only while no
   lease there has expired (``cache/trust.py``). A renewal never revives an expired lease, so a
   renewal held up on the wire cannot extend it past what its holder accounts for.
@@ -59,8 +59,9 @@ FIXED_MARGIN_SECONDS = 0.02
 REGISTER_ATTEMPTS = 3
 DEAD_AFTER_LEASES = 3
 """A holder whose heartbeat (one a lease) has not moved for this many leases is presumed gone."""
-FAILURES: tuple[type[Exception], ...] = (*ANY_FAILURE, Unavailable)
-"""Redis or the store out of reach: a round of the lease tried again at the next."""
+FAILURES: tuple[type[Exception], ...] = (*ANY_FAILURE, Unavailable, ValueError)
+"""Redis or the store out of reach (or a registration that found its ID taken, after a retried
+write): a round of the lease tried again at the next."""
 
 
 def lease_seconds_for(redis_timeout_seconds: float) -> float:
@@ -146,7 +147,10 @@ class CacheLease:
 
     async def _run(self) -> None:
         while True:
-            await self.tick()
+            try:
+                await self.tick()
+            except Exception:  # a bug or an unexpected answer must not end the lease for good
+                log.exception("cache_lease_round_failed")
             self._first_round.set()
             await asyncio.sleep(self.lease_seconds / 4)
 
@@ -234,9 +238,9 @@ class CacheLease:
         for lease_id, bound in list(self._lapsed.items()):
             if waiting and now < bound:
                 continue
+            del self._lapsed[lease_id]  # first: no write takes it while it goes
             await self._redis.zrem(keys.TRUST_LEASES, lease_id)
             await self._registry.forget(lease_id)
-            del self._lapsed[lease_id]
             log.info("cache_lease_cleared", lease=lease_id)
 
     def _give_up(self, held: _Held) -> float:
@@ -253,14 +257,14 @@ class CacheLease:
         (every reader distrusts the cache until this process has delivered what it owes);
         ``Unavailable`` when it may not (this process holds no lease, or its lease was revoked)."""
         held = self._held
-        if held is None:  # none held now (lost, or never): one may be had at once
+        if held is None and not self._lapsed:  # none at all (never had one): one may be had at once
             with contextlib.suppress(*FAILURES):
                 await self._register()
             held = self._held
         if held is not None:
             lease_id, bound = held.lease_id, self._give_up(held)
-        elif self._lapsed:  # any lapsed lease stays until what this write owes is delivered
-            lease_id, bound = min(self._lapsed.items(), key=lambda item: item[1])
+        elif self._lapsed:  # a lapsed lease stays until what this write owes is delivered
+            lease_id, bound = max(self._lapsed.items(), key=lambda item: item[1])
         else:
             self._metrics.refused.inc()
             raise Unavailable("the cache could not be settled and this process holds no cache lease")

@@ -11,10 +11,13 @@ __all__ = [
     "FILL_IF_EPOCH",
     "FILL_MANY_IF_EPOCH",
     "REGISTER_LEASE",
+    "REMOVE_LEASE",
     "RENEW_LEASE",
     "REPAIR_EDGE",
     "SET_COUNTS",
     "SPLIT_LEASES",
+    "TRUST_AGAIN",
+    "UNLOCK",
     "WRITE_EDGE",
 ]
 
@@ -87,6 +90,30 @@ SPLIT_LEASES = (
 return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)}
 """
 )
+
+# Takes a lease out; with ARGV[2] '1' the generation goes first, in the same step (its holder may
+# have left entries unsettled: nothing is trusted until the cache is emptied).
+# KEYS: the leases, the generation. ARGV: the lease ID, '1' or '0'.
+REMOVE_LEASE = """
+if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+"""
+
+# A new generation, only if there is none, no emptying is running and the recorded run IDs are the
+# ones the caller found (so the cache was emptied since the nodes last changed).
+# KEYS: the generation, the run IDs, the emptying's lock. ARGV: the run IDs, the new generation.
+TRUST_AGAIN = """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+"""
+
+# Deletes a lock only if it is still the caller's. KEYS: the lock. ARGV: the caller's token.
+UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 # A new lease (a new ID each time). KEYS: the leases. ARGV: the lease ID, its length (ms).
 REGISTER_LEASE = (

@@ -1,11 +1,12 @@
 """The reader's side of the cache's trust: every read of the graph cache checks, in the same round
 trip, that the cache may be trusted, and is a miss when it may not.
 
-The cache may be trusted while its *generation* (``sg:{trust}:gen``) exists and no serving
-process's lease (``sg:{trust}:leases``) has expired (``scripts.CHECK_TRUST``, on Redis's clock). A
+The cache may be trusted while its *generation* (``sgtrust:{trust}:gen``) exists and no serving
+process's lease (``sgtrust:{trust}:leases``) has expired (``scripts.CHECK_TRUST``, on Redis's clock). A
 serving process whose write-through failed acknowledges the write only once its own lease has
 certainly expired (``cache/lease.py``), so from then on no reader trusts the entries it could not
-settle, until a reset (``CacheLease.reset``) has emptied the cache and written a new generation.
+settle, until it has delivered what it owes and cleared that lease (``cache/lease.py``), or a keeper
+has revoked it and emptied the cache (``cache/trust_keeper.py``).
 
 On a single node the check and the read go out as one pipeline, answered in one round trip and
 run in that order. On Redis Cluster the trust record lives in one slot, so the check is one round

@@ -11,9 +11,9 @@ heartbeats), and:
   (a write acknowledged after a failed write-through), the invalidations it owed are lost with it,
   so the cache is emptied.
 - **Empties the cache when Redis may have lost writes**: the run IDs of the Redis nodes differ
-  from the ones recorded (``sg:{trust}:run``): a restart, a failover to a replica, a restore from a
+  from the ones recorded (``sgtrust:{trust}:run``): a restart, a failover to a replica, a restore from a
   snapshot. Emptying deletes the generation first, then every ``sg:*`` key but the trust record,
-  then records the run IDs.
+  then records the run IDs (the trust record is outside ``sg:``).
 - **Writes a new generation** when there is none and nothing holds trust back: no expired lease in
   Redis, and every live lease in the store alive in Redis (a process cut off from a Redis that
   restarted has not registered again there).
@@ -46,6 +46,9 @@ class TrustKeeper:
         self._dead_after = dead_after
         self._metrics = metrics
         self._split_leases = redis.register_script(scripts.SPLIT_LEASES)
+        self._remove_lease = redis.register_script(scripts.REMOVE_LEASE)
+        self._trust_again = redis.register_script(scripts.TRUST_AGAIN)
+        self._unlock = redis.register_script(scripts.UNLOCK)
         self._silent: dict[str, tuple[int, float]] = {}
         """Suspect leases: ID -> (heartbeat count seen, when it was first seen at that count)."""
         self.resets = 0
@@ -61,7 +64,7 @@ class TrustKeeper:
         for lease_id in sorted(suspects):
             record = live.get(lease_id)
             if record is None:  # expired, and honoured by nobody: revoked or given back half-way
-                await self._redis.zrem(keys.TRUST_LEASES, lease_id)
+                await self._remove(lease_id, distrust=True)
                 flush = True  # whatever it owed, nobody will deliver it
                 continue
             seen = self._silent.get(lease_id)
@@ -72,23 +75,32 @@ class TrustKeeper:
             if now - seen[1] < self._dead_after or not await self._registry.revoke(lease_id, record.beat):
                 held_back = True
                 continue
-            await self._redis.zrem(keys.TRUST_LEASES, lease_id)
+            await self._remove(lease_id, distrust=record.unsettled)
             flush = flush or record.unsettled
             log.warning("cache_lease_revoked_silent", lease=lease_id, unsettled=record.unsettled)
         for gone in set(self._silent) - suspects:
             del self._silent[gone]
         runs = await self._run_ids()
-        if flush or await self._redis.get(keys.TRUST_RUN) != runs:
-            await self.empty(runs)
-        if not held_back and await self._redis.get(keys.TRUST_GENERATION) is None:
-            await self._redis.set(keys.TRUST_GENERATION, secrets.token_hex(8), nx=True)
+        if (flush or await self._redis.get(keys.TRUST_RUN) != runs) and not await self.empty(runs):
+            return  # another process is emptying it: nothing is trusted before that is done
+        if not held_back and await self._trust_again(
+            keys=[keys.TRUST_GENERATION, keys.TRUST_RUN, keys.TRUST_RESET], args=[runs, secrets.token_hex(8)]
+        ):
             log.info("cache_trusted")
+
+    async def _remove(self, lease_id: str, *, distrust: bool) -> None:
+        """Take a lease out of Redis; ``distrust``: delete the generation first, in the same step, so
+        that no reader trusts what its holder left unsettled between now and the emptying."""
+        await self._remove_lease(
+            keys=[keys.TRUST_LEASES, keys.TRUST_GENERATION], args=[lease_id, "1" if distrust else "0"]
+        )
 
     async def empty(self, runs: str | None = None) -> bool:
         """Delete the generation and every cache entry, then record the nodes' run IDs; False if
         another process's emptying is running."""
         redis = self._redis
-        if not await redis.set(keys.TRUST_RESET, secrets.token_hex(4), nx=True, px=RESET_LOCK_MS):
+        token = secrets.token_hex(4)
+        if not await redis.set(keys.TRUST_RESET, token, nx=True, px=RESET_LOCK_MS):
             return False
         try:
             await redis.delete(keys.TRUST_GENERATION, keys.TRUST_RUN)
@@ -99,7 +111,7 @@ class TrustKeeper:
             log.warning("cache_reset", entries_deleted=deleted)
             return True
         finally:
-            await redis.delete(keys.TRUST_RESET)
+            await self._unlock(keys=[keys.TRUST_RESET], args=[token])  # only its own lock
 
     async def _flush(self) -> int:
         """Delete every cache entry but the trust record; how many."""

@@ -55,7 +55,11 @@ class DynamoLeaseRegistry:
         return await self._update_live(lease_id, "SET expires_at = :e ADD beat :one", {":one": {"N": "1"}})
 
     async def mark_unsettled(self, lease_id: str) -> bool:
-        return await self._update_live(lease_id, "SET unsettled = :t, expires_at = :e", {":t": {"BOOL": True}})
+        # The beat moves too: a keeper's revocation, conditioned on the beat it saw, then fails, so it
+        # cannot act on a read from before the mark (and skip the emptying the mark calls for).
+        return await self._update_live(
+            lease_id, "SET unsettled = :t, expires_at = :e ADD beat :one", {":t": {"BOOL": True}, ":one": {"N": "1"}}
+        )
 
     async def _update_live(self, lease_id: str, update: str, values: dict[str, Any]) -> bool:
         return await self._conditional(

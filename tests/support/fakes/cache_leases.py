@@ -36,6 +36,7 @@ class FakeLeaseRegistry:
         item = self._live(lease_id)
         if item is not None:
             item.unsettled = True
+            item.beat += 1
         return item is not None
 
     async def live_leases(self) -> dict[str, LeaseRecord]:
