@@ -111,6 +111,8 @@ class CacheLease:
         """Leases given up by unsettled writes, not cleared yet: ID -> when it has certainly expired."""
         self._beaten_at = float("-inf")
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        """Set by ``aclose``: the rounds end even if a cancellation is lost inside a client call."""
         self._first_round = asyncio.Event()
         """Set once the first round has ended (``first_lease``)."""
         self._registering = asyncio.Lock()
@@ -146,7 +148,7 @@ class CacheLease:
         return self._held is not None
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self.tick()
             except Exception:  # a bug or an unexpected answer must not end the lease for good
@@ -280,9 +282,12 @@ class CacheLease:
         """Stop renewing and give the lease held back, and the lapsed ones if nothing is owed any
         more (else they stay, to be revoked once this process stops beating them: what they left
         unsettled is then emptied out)."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            # Bounded: a client that turns a cancellation into an error of its own (redis-py#4287)
+            # would let the round go on; it then ends at the top of its loop.
+            await asyncio.wait({self._task}, timeout=self.lease_seconds)
             self._task = None
         held, self._held = self._held, None
         with contextlib.suppress(*FAILURES):

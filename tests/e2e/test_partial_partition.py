@@ -87,7 +87,7 @@ FREEZE_DEADLINE = 20.0  # the freeze of the load phase lasts until what it waits
 REDIS_DOWN_SECONDS = 1.0
 REDIS_STOPPED_SECONDS = 2.0
 OBSERVE_SECONDS = 1.0  # phases 1 and 2: how long B is read after the acknowledgement, link still frozen
-MIN_CHECKED = 2000
+MIN_CHECKED = 1000
 SLOW_WRITE = 1.0  # a write slower than this is listed in the figures' output
 EVENTS = (
     "cache_reset",

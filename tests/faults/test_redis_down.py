@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from graph_service.cache import keys
 from graph_service.settings import Settings
 from tests.support.children import Child, serve_process
 from tests.support.figures import Record
@@ -149,6 +150,7 @@ async def test_redis_down_under_mixed_load_fails_no_call_and_leaves_nothing_stal
             await asyncio.sleep(LOAD_SECONDS)  # served from the cache again, under load
         calls = sum(task.result() for task in load)
         assert toggler.stale == []
+        await eventually(lambda: _trusted(own_redis), bool, timeout=20)  # the restarted Redis emptied and trusted again
         async with stub_for(serve.port) as cached, truth_stub(settings) as truth:
             await check_round(cached, truth, settings, USERS, min_checked=len(USERS))
             assert await all_counts(cached, USERS) == await all_counts(truth, USERS)
@@ -175,3 +177,8 @@ async def assert_cache_used(serve: Child, stub: Stub) -> None:
         return await follow_state_hits()
 
     await eventually(hits_after_reads, lambda hits: hits > before, timeout=10)
+
+
+async def _trusted(own_redis: OwnRedis) -> bool:
+    with own_redis.client() as client:
+        return client.get(keys.TRUST_GENERATION) is not None
