@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 
 from socialgraph_devstack.processes import free_port
 
-__all__ = ["TcpCut", "tcp_cut"]
+__all__ = ["TcpCut", "pipe", "tcp_cut"]
 
 CHUNK = 65536
 
@@ -64,20 +64,27 @@ class TcpCut:
             return
         self._open.add(server_writer)
         try:
-            await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
+            await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
         finally:
             self._open -= pair
             for writer in pair:
                 writer.transport.abort()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy one direction until it ends. If either side fails, the writer's connection is aborted:
-    the other direction's copy, reading from it, ends and aborts the first connection in turn."""
+async def pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event | None = None
+) -> None:
+    """Copy one direction until it ends (holding each chunk while ``flowing`` is clear: a frozen
+    link, ``tcp_freeze.py``). If either side fails, the writer's connection is aborted: the other
+    direction's copy, reading from it, ends and aborts the first connection in turn."""
     try:
         while data := await reader.read(CHUNK):
+            if flowing is not None:
+                await flowing.wait()
             writer.write(data)
             await writer.drain()
+        if flowing is not None:
+            await flowing.wait()
         if writer.can_write_eof():
             writer.write_eof()
     except (OSError, asyncio.IncompleteReadError):

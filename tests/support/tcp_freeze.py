@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 
 from socialgraph_devstack.processes import free_port
 
-__all__ = ["Direction", "TcpFreeze", "tcp_freeze"]
+from tests.support.tcp_cut import pipe
 
-CHUNK = 65536
+__all__ = ["Direction", "TcpFreeze", "tcp_freeze"]
 
 
 class Direction(enum.Flag):
@@ -88,27 +88,13 @@ class TcpFreeze:
         self._open.add(server_writer)
         try:
             await asyncio.gather(
-                self._pipe(client_reader, server_writer, self._flowing[Direction.TO_SERVER]),
-                self._pipe(server_reader, client_writer, self._flowing[Direction.TO_CLIENT]),
+                pipe(client_reader, server_writer, self._flowing[Direction.TO_SERVER]),
+                pipe(server_reader, client_writer, self._flowing[Direction.TO_CLIENT]),
             )
         finally:
             self._open -= pair
             for writer in pair:
                 writer.transport.abort()
-
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event) -> None:
-        """Copy one direction until it ends, holding each chunk while that direction is frozen."""
-        try:
-            while data := await reader.read(CHUNK):
-                await flowing.wait()
-                writer.write(data)
-                await writer.drain()
-            await flowing.wait()
-            if writer.can_write_eof():
-                writer.write_eof()
-        except (OSError, asyncio.IncompleteReadError):
-            writer.transport.abort()
 
 
 @contextlib.asynccontextmanager
