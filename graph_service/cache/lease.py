@@ -15,6 +15,12 @@ replica answer the old state. So, as with Gray and Cheriton's leases:
   certainly expired: its last renewal's answer plus one lease, plus one more if a renewal was still
   unanswered, plus a margin for clock rates. From then on every reader's check fails. It takes a
   new lease for later writes when Redis answers.
+- **No lease in Redis.** A process that cannot reach Redis and holds no lease (it never could,
+  since it started) registers one in the store only and marks it unsettled; the keepers renew the
+  generation, which expires a lease after each renewal, only while no live lease in the store is
+  unsettled or missing from Redis. So the write is acknowledged a lease after the mark, when no
+  generation is left for a reader to trust (``cache/trust_keeper.py``). The same holds for a lease
+  whose registration in Redis failed (it may still land there, late).
 - **Lapsed leases are cleared by their holder**, once it has delivered every invalidation it owes
   (``GraphCache.owes``): then nothing it left unsettled is stale any more, and it removes them.
   Until then it keeps beating them in the store (every lease), which tells the others it is alive:
@@ -109,6 +115,10 @@ class CacheLease:
         self._held: _Held | None = None
         self._lapsed: dict[str, float] = {}
         """Leases given up by unsettled writes, not cleared yet: ID -> when it has certainly expired."""
+        self._unconfirmed: set[str] = set()
+        """Lapsed leases in the store that Redis may never have had (its registration failed, or was
+        never tried: ``_register_in_store``), not marked unsettled yet. Their bound counts from the
+        first mark: only the generation's expiry makes the readers distrust (``trust_keeper.py``)."""
         self._beaten_at = float("-inf")
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -120,7 +130,13 @@ class CacheLease:
         self._failing_since: float | None = None
         self._metrics = metrics if metrics is not None else LeaseMetrics()
         self._metrics.watch(lambda: self._held is not None)
-        self.keeper = TrustKeeper(redis, registry, dead_after=lease_seconds * DEAD_AFTER_LEASES, metrics=self._metrics)
+        self.keeper = TrustKeeper(
+            redis,
+            registry,
+            generation_seconds=lease_seconds,
+            dead_after=lease_seconds * DEAD_AFTER_LEASES,
+            metrics=self._metrics,
+        )
         """Revokes holders gone silent and keeps the generation (every serving process runs one)."""
 
     @property
@@ -195,12 +211,28 @@ class CacheLease:
         for _ in range(REGISTER_ATTEMPTS):
             lease_id = self._new_id()
             await self._registry.register(lease_id)
-            await self._register_lease(keys=[keys.TRUST_LEASES], args=[lease_id, int(self.lease_seconds * 1000)])
+            try:
+                await self._register_lease(keys=[keys.TRUST_LEASES], args=[lease_id, int(self.lease_seconds * 1000)])
+            except BaseException:  # it may still run, late: the lease is answered for as an unconfirmed one
+                self._unconfirmed.add(lease_id)
+                self._lapsed[lease_id] = self._clock()
+                raise
             answered = self._clock()
             if await self._registry.is_live(lease_id):
                 self._held = _Held(lease_id, answered)
                 return
             await self._redis.zrem(keys.TRUST_LEASES, lease_id)  # revoked meanwhile: it covers nothing
+
+    async def _register_in_store(self) -> None:
+        """A lease in the store only, for an unsettled write of a process that cannot reach Redis
+        (it never could, or lost it before a lease was held): its mark holds back every keeper."""
+        async with self._registering:
+            if self._held is None and not self._lapsed:
+                lease_id = self._new_id()
+                await self._registry.register(lease_id)
+                self._unconfirmed.add(lease_id)
+                self._lapsed[lease_id] = self._clock()
+                log.warning("cache_lease_in_store_only", lease=lease_id)
 
     async def _renew(self, held: _Held) -> None:
         held.in_flight = True
@@ -228,6 +260,7 @@ class CacheLease:
             if not await self._registry.beat(lease_id):
                 log.warning("cache_lease_revoked", lease=lease_id)
                 self._lapsed.pop(lease_id, None)
+                self._unconfirmed.discard(lease_id)
                 if self._held is not None and self._held.lease_id == lease_id:
                     self._held = None
         self._beaten_at = self._clock()
@@ -241,39 +274,51 @@ class CacheLease:
             if waiting and now < bound:
                 continue
             del self._lapsed[lease_id]  # first: no write takes it while it goes
+            self._unconfirmed.discard(lease_id)
             await self._redis.zrem(keys.TRUST_LEASES, lease_id)
             await self._registry.forget(lease_id)
             log.info("cache_lease_cleared", lease=lease_id)
 
-    def _give_up(self, held: _Held) -> float:
-        """Stop renewing ``held``; the time by which Redis has certainly let it expire."""
+    def _give_up(self, held: _Held) -> None:
+        """Stop renewing ``held``; lapsed from the time by which Redis has certainly let it expire."""
         lease = self.lease_seconds * (1 + CLOCK_RATE_MARGIN)
         bound = held.answered_at + lease * (2 if held.in_flight else 1) + FIXED_MARGIN_SECONDS
         if self._held is held:
             self._held = None
         self._lapsed[held.lease_id] = max(bound, self._lapsed.get(held.lease_id, bound))
-        return self._lapsed[held.lease_id]
 
     async def settle_failed(self) -> None:
         """A write-through failed after a committed write: return once the write may be acknowledged
         (every reader distrusts the cache until this process has delivered what it owes);
-        ``Unavailable`` when it may not (this process holds no lease, or its lease was revoked)."""
+        ``Unavailable`` when it may not (this process could register no lease in the store either,
+        or its lease was revoked)."""
         held = self._held
         if held is None and not self._lapsed:  # none at all (never had one): one may be had at once
             with contextlib.suppress(*FAILURES):
                 await self._register()
+            if self._held is None and not self._lapsed:  # Redis out of reach: the store answers for it
+                with contextlib.suppress(*FAILURES):
+                    await self._register_in_store()
             held = self._held
         if held is not None:
-            lease_id, bound = held.lease_id, self._give_up(held)
+            lease_id = held.lease_id
+            self._give_up(held)
         elif self._lapsed:  # a lapsed lease stays until what this write owes is delivered
-            lease_id, bound = max(self._lapsed.items(), key=lambda item: item[1])
+            lease_id = max(self._lapsed.items(), key=lambda item: item[1])[0]
         else:
             self._metrics.refused.inc()
             raise Unavailable("the cache could not be settled and this process holds no cache lease")
+        unconfirmed = lease_id in self._unconfirmed
         if not await self._registry.mark_unsettled(lease_id):  # after the commit: see the module
             self._lapsed.pop(lease_id, None)
+            self._unconfirmed.discard(lease_id)
             self._metrics.refused.inc()
             raise Unavailable(f"the cache could not be settled and cache lease {lease_id} was revoked")
+        if unconfirmed and lease_id in self._lapsed:  # no generation outlives the mark by a lease
+            marked = self._clock() + self.lease_seconds * (1 + CLOCK_RATE_MARGIN) + FIXED_MARGIN_SECONDS
+            self._lapsed[lease_id] = max(marked, self._lapsed[lease_id])
+            self._unconfirmed.discard(lease_id)
+        bound = self._lapsed.get(lease_id, self._clock())
         self._metrics.acknowledged.inc()
         log.warning("cache_unsettled_write_waits", lease=lease_id, seconds=round(max(0.0, bound - self._clock()), 3))
         await asyncio.sleep(max(0.0, bound - self._clock()))

@@ -10,13 +10,13 @@ __all__ = [
     "EPOCH",
     "FILL_IF_EPOCH",
     "FILL_MANY_IF_EPOCH",
+    "KEEP_TRUST",
     "REGISTER_LEASE",
     "REMOVE_LEASE",
     "RENEW_LEASE",
     "REPAIR_EDGE",
     "SET_COUNTS",
     "SPLIT_LEASES",
-    "TRUST_AGAIN",
     "UNLOCK",
     "WRITE_EDGE",
 ]
@@ -83,11 +83,13 @@ return 1
 """
 )
 
-# The leases alive and expired now, on the clock of the node that holds them. KEYS: the leases.
+# The leases alive and expired now, and now (ms), on the clock of the node that holds them.
+# KEYS: the leases.
 SPLIT_LEASES = (
     _NOW_MS
     + """
-return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)}
+local alive = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+return {alive, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now), now}
 """
 )
 
@@ -99,15 +101,29 @@ if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 return redis.call('ZREM', KEYS[1], ARGV[1])
 """
 
-# A new generation, only if there is none, no emptying is running and the recorded run IDs are the
-# ones the caller found (so the cache was emptied since the nodes last changed).
-# KEYS: the generation, the run IDs, the emptying's lock. ARGV: the run IDs, the new generation.
-TRUST_AGAIN = """
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+# Keeps the generation (cache/trust_keeper.py) until ARGV[3] (ms, on this node's clock, read before
+# the caller read the store): an existing one is renewed, never shortened (a generation with no
+# expiry gets one); else a new one is written, only if no emptying is running and the recorded run
+# IDs are the ones the caller found (so the cache was emptied since the nodes last changed).
+# KEYS: the generation, the run IDs, the emptying's lock. ARGV: the run IDs, a new generation, the
+# expiry. Returns 2 renewed, 1 written, 0 neither.
+KEEP_TRUST = (
+    _NOW_MS
+    + """
+local expiry = tonumber(ARGV[3])
+if expiry <= now then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl < 0 or now + ttl < expiry then redis.call('PEXPIREAT', KEYS[1], expiry) end
+  return 2
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], expiry)
 return 1
 """
+)
 
 # Deletes a lock only if it is still the caller's. KEYS: the lock. ARGV: the caller's token.
 UNLOCK = """

@@ -14,9 +14,14 @@ heartbeats), and:
   from the ones recorded (``sgtrust:{trust}:run``): a restart, a failover to a replica, a restore from a
   snapshot. Emptying deletes the generation first, then every ``sg:*`` key but the trust record,
   then records the run IDs (the trust record is outside ``sg:``).
-- **Writes a new generation** when there is none and nothing holds trust back: no expired lease in
-  Redis, and every live lease in the store alive in Redis (a process cut off from a Redis that
-  restarted has not registered again there).
+- **Keeps the generation alive**: the generation expires (on Redis's clock) one lease after the
+  round's start (the time ``SPLIT_LEASES`` read, before the store's leases were read), and each
+  round renews it, or writes a new one when there is none, only while nothing holds trust back: no
+  expired lease in Redis, every live lease in the store alive in Redis (a process cut off from a
+  Redis that restarted, or that never reached it, has not registered there), and no live lease
+  marked unsettled. So a process that marked its lease unsettled knows, without reaching Redis,
+  that no generation outlives the mark by more than a lease: every round that read the store after
+  the mark holds back, and every earlier one stamped an earlier expiry (``cache/lease.py``).
 """
 
 from __future__ import annotations
@@ -40,14 +45,24 @@ FLUSH_BATCH = 500
 
 
 class TrustKeeper:
-    def __init__(self, redis: AnyRedis, registry: LeaseRegistry, *, dead_after: float, metrics: LeaseMetrics) -> None:
+    def __init__(
+        self,
+        redis: AnyRedis,
+        registry: LeaseRegistry,
+        *,
+        generation_seconds: float,
+        dead_after: float,
+        metrics: LeaseMetrics,
+    ) -> None:
+        """``generation_seconds``: how long a round keeps the generation (one lease)."""
         self._redis = redis
         self._registry = registry
+        self._generation_ms = int(generation_seconds * 1000)
         self._dead_after = dead_after
         self._metrics = metrics
         self._split_leases = redis.register_script(scripts.SPLIT_LEASES)
         self._remove_lease = redis.register_script(scripts.REMOVE_LEASE)
-        self._trust_again = redis.register_script(scripts.TRUST_AGAIN)
+        self._keep_trust = redis.register_script(scripts.KEEP_TRUST)
         self._unlock = redis.register_script(scripts.UNLOCK)
         self._silent: dict[str, tuple[int, float]] = {}
         """Suspect leases: ID -> (heartbeat count seen, when it was first seen at that count)."""
@@ -56,11 +71,11 @@ class TrustKeeper:
 
     async def tend(self, now: float) -> None:
         """One look at the leases, as above; ``now`` is this process's monotonic clock."""
-        alive, expired = await self._split_leases(keys=[keys.TRUST_LEASES])
-        live = await self._registry.live_leases()
+        alive, expired, started_ms = await self._split_leases(keys=[keys.TRUST_LEASES])
+        live = await self._registry.live_leases()  # after Redis's clock was read: see the module
         suspects = set(expired) | (set(live) - set(alive))
         flush = False
-        held_back = False
+        held_back = any(record.unsettled for record in live.values())
         for lease_id in sorted(suspects):
             record = live.get(lease_id)
             if record is None:  # expired, and honoured by nobody: revoked or given back half-way
@@ -83,9 +98,13 @@ class TrustKeeper:
         runs = await self._run_ids()
         if (flush or await self._redis.get(keys.TRUST_RUN) != runs) and not await self.empty(runs):
             return  # another process is emptying it: nothing is trusted before that is done
-        if not held_back and await self._trust_again(
-            keys=[keys.TRUST_GENERATION, keys.TRUST_RUN, keys.TRUST_RESET], args=[runs, secrets.token_hex(8)]
-        ):
+        if held_back:
+            return
+        kept = await self._keep_trust(
+            keys=[keys.TRUST_GENERATION, keys.TRUST_RUN, keys.TRUST_RESET],
+            args=[runs, secrets.token_hex(8), int(started_ms) + self._generation_ms],
+        )
+        if kept == 1:
             log.info("cache_trusted")
 
     async def _remove(self, lease_id: str, *, distrust: bool) -> None:

@@ -4,8 +4,10 @@ could not be settled, a holder that owes, a holder gone silent, a Redis that los
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,12 +17,14 @@ from graph_service.cache import keys, scripts
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.cache.lease import CacheLease
 from graph_service.cache.trust import TrustCheck
-from graph_service.domain.errors import Unavailable
+from graph_service.cache.trust_keeper import TrustKeeper
+from graph_service.domain.models import LeaseRecord
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import CHECKPOINTS
 from graph_service.redis_client.connect import build_redis
 from graph_service.settings import Settings
 from graph_service.store.cache_leases import DynamoLeaseRegistry
+from graph_service.telemetry.cache import LeaseMetrics
 from graph_service.timelines import keys as timeline_keys
 from tests.support.polling import eventually
 
@@ -163,16 +167,98 @@ async def test_a_silent_holder_that_left_nothing_unsettled_is_revoked_without_em
     assert await parts.redis.get(keys.follow_state(3, 4)) == "1"
 
 
-async def test_a_process_that_never_reached_redis_does_not_acknowledge_an_unsettled_write(parts: Parts) -> None:
-    """Nothing it could do would make the other replicas distrust what it left unsettled."""
-    cut_off = CacheLease(
+def unreachable_lease(parts: Parts) -> CacheLease:
+    """A serving process whose Redis URL nothing answers at (it never reached Redis)."""
+    made = CacheLease(
         aioredis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2),
         parts.registry,
         lease_seconds=LEASE,
     )
-    parts.made.append(cut_off)
-    with pytest.raises(Unavailable, match="no cache lease"):
-        await cut_off.settle_failed()
+    parts.made.append(made)
+    return made
+
+
+async def test_a_process_that_never_reached_redis_acknowledges_once_no_reader_trusts_the_cache(
+    parts: Parts,
+) -> None:
+    """Its lease is in the store only, marked unsettled: the keepers stop renewing the generation,
+    which is gone a lease later; it stays gone while the holder beats, and when the holder goes
+    silent it is revoked and the cache emptied (whatever it left unsettled is gone with it)."""
+    keeper = parts.lease()
+    keeper.start()  # a replica that reaches Redis, tending the trust record every quarter lease
+    assert await keeper.first_lease()
+    await parts.redis.set(keys.follow_state(61, 62), "0")
+    assert await trusted(parts)
+    cut_off = unreachable_lease(parts)
+    await cut_off.settle_failed()
+    assert not await trusted(parts)
+    (stored,) = cut_off.lapsed
+    assert (await parts.registry.live_leases())[stored].unsettled
+    await eventually(  # past dead_after: a holder that beats is never revoked
+        lambda: _beats_after_a_round(cut_off, parts, stored), lambda beats: beats >= 4, timeout=30, interval=LEASE / 4
+    )
+    assert not await trusted(parts)
+    seconds, micros = await parts.redis.time()
+    landed = {stored: seconds * 1000 + micros // 1000 + int(LEASE * 1000)}
+    await parts.redis.zadd(keys.TRUST_LEASES, landed)  # as a registration of it would, landing late
+    await keeper.keeper.tend(0.0)
+    assert not await trusted(parts)  # it is marked unsettled: that alone holds every keeper back
+    await cut_off.settle_failed()  # its later writes are acknowledged too
+    await eventually(lambda: parts.registry.is_live(stored), lambda live: not live, timeout=30)  # then it dies
+    await eventually(lambda: trusted(parts), bool, timeout=30)
+    assert keeper.keeper.resets == 1
+    assert await parts.redis.get(keys.follow_state(61, 62)) is None
+
+
+async def _beats_after_a_round(lease: CacheLease, parts: Parts, lease_id: str) -> int:
+    await lease.tick()
+    return (await parts.registry.live_leases())[lease_id].beat
+
+
+class StalledRegistry:
+    """The store's leases as a keeper's round reads them, the answer held back until ``release``."""
+
+    def __init__(self, inner: DynamoLeaseRegistry) -> None:
+        self.inner = inner
+        self.read = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def live_leases(self) -> dict[str, LeaseRecord]:
+        leases = await self.inner.live_leases()
+        self.read.set()
+        await self.release.wait()
+        return leases
+
+
+async def test_a_keeper_round_that_read_the_store_before_the_mark_keeps_no_generation_past_a_lease(
+    parts: Parts,
+) -> None:
+    """A round reads Redis's clock, then the store (no unsettled lease yet), then stalls; meanwhile
+    a process with no lease in Redis marks one and waits its lease; the stalled round renews the
+    generation late, but only until a lease after the clock it read, so the write's acknowledgement
+    still finds no generation to trust."""
+    stalled = StalledRegistry(parts.registry)
+    keeper = TrustKeeper(parts.redis, stalled, generation_seconds=LEASE, dead_after=30, metrics=LeaseMetrics())
+    stalled.release.set()
+    await keeper.tend(0.0)  # a replica's round, its own lease aside (it must not lapse meanwhile)
+    assert await trusted(parts)
+    stalled.release.clear()
+    stalled.read.clear()
+    round_ = asyncio.create_task(keeper.tend(1.0))
+    await stalled.read.wait()
+    cut_off = unreachable_lease(parts)
+    write = asyncio.create_task(cut_off.settle_failed())
+    await eventually(
+        lambda: parts.registry.live_leases(), lambda live: any(r.unsettled for r in live.values()), timeout=10
+    )
+    await asyncio.sleep(LEASE / 2)  # the scenario: the round stalls half a lease past the mark
+    stalled.release.set()
+    await round_
+    await write
+    assert not await trusted(parts)
 
 
 async def test_a_renewal_never_brings_a_lapsed_lease_back(parts: Parts) -> None:
