@@ -235,15 +235,15 @@ async def check_end_state(settings: Settings, plan: Plan, source: Path) -> int:
 async def test_killed_half_way_and_run_again_it_ends_as_one_run_with_exact_counts(
     settings: Settings, counters: asyncio.Task[None], tmp_path: Path
 ) -> None:
-    """3,000 lines among 150 users (several of the importer's batches either side of the kill);
-    SIGKILL once half the file is settled; the second run finishes it."""
-    plan = make_plan(3_000, 150, seed=5)
+    """1,200 lines among 100 users (about 40 of the importer's batches of 12 to 14 rows either side
+    of the kill, 8 at a time); SIGKILL once half the file is settled; the second run finishes it."""
+    plan = make_plan(1_200, 100, seed=5)
     await seed(settings, plan)
     source = tmp_path / "edges.csv"
     source.write_text(plan.text())
 
     async with started(settings, source) as first:
-        at_kill = await watermark_reaches(source, 1_500)
+        at_kill = await watermark_reaches(source, 600)
         first.kill()
         await first.wait()
     assert first.returncode == -signal.SIGKILL
@@ -258,7 +258,7 @@ async def test_killed_half_way_and_run_again_it_ends_as_one_run_with_exact_count
 
     following = Counter(a for a, _, _ in plan.edges)
     followers = Counter(b for _, b, _ in plan.edges)
-    users = list(range(1, 151))
+    users = list(range(1, 101))
     expected = {u: (followers[u], following[u]) for u in users}
 
     dynamo = AsyncDynamo.build(settings)

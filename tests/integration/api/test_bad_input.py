@@ -1,4 +1,14 @@
-"""Bad input is refused with the right status and ``google.rpc.ErrorInfo``, and never changes the graph."""
+"""Bad input is refused with the right status and ``google.rpc.ErrorInfo``, and never changes the graph.
+
+Most tests share one small graph, built once for the module (the refused calls must leave it exactly
+as it was): after every test, every item of its tables is compared with those stored when it was
+built (``tests/support/table_items.py``), and at the end of the module what callers read with the
+snapshot taken then. The few tests that need a counters consumer, or a server on empty tables, get
+tables and a server of their own. They come first in the module, so that they are done before the
+shared graph is built: each flushes the Redis that graph's server caches in, and runs in an event
+loop of its own, while the module's loop, which runs that server, would stand still (its cache lease
+lapsing).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +18,22 @@ import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
+import pytest_asyncio
+import redis
 from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph_devstack.processes import ManagedProcess
 
+from graph_service.settings import Settings
 from tests.support.graph_calls import error_info, rejected
 from tests.support.polling import eventually
+from tests.support.runtimes import make_settings, running_server, stub_for
+from tests.support.servers import trust_as_reset
+from tests.support.table_items import Items, differences, stored_items
+from tests.support.tables import create_tables, drop_tables
 
 if TYPE_CHECKING:
     # The async stub type exists only for type checkers; at run time the stub is the generated class.
@@ -128,14 +146,6 @@ async def build_graph(stub: Stub, counted: bool) -> Graph:
 
 
 @pytest.fixture
-async def graph(stub: Stub) -> AsyncIterator[Graph]:
-    """The small test graph (no counters consumer); after the test, checks callers read exactly the same."""
-    value = await build_graph(stub, counted=False)
-    yield value
-    assert await snapshot(stub) == value.before, "a refused call changed what callers can read"
-
-
-@pytest.fixture
 async def counted_graph(stub: Stub, counters: asyncio.Task[None]) -> AsyncIterator[Graph]:
     """The small test graph with the counters consumer running and its counts settled; checked unchanged after."""
     value = await build_graph(stub, counted=True)
@@ -143,9 +153,162 @@ async def counted_graph(stub: Stub, counters: asyncio.Task[None]) -> AsyncIterat
     assert await snapshot(stub) == value.before, "a refused call changed what callers can read"
 
 
+@dataclass(frozen=True)
+class World:
+    graph: Graph
+    settings: Settings
+    items: Items  # every item of its tables, as the build left them
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def world(dynamodb_local: str, redis_node: ManagedProcess) -> AsyncIterator[World]:
+    """The small test graph (no counters consumer), built once for the module on tables of its own,
+    with a flushed Redis whose cache is trusted (as ``redis_url`` leaves it); when the module ends,
+    callers must still read exactly what they read after the build."""
+    client = redis.Redis(port=redis_node.port)
+    client.flushall()
+    trust_as_reset(client)
+    client.close()
+    settings = make_settings(dynamodb_local, f"redis://127.0.0.1:{redis_node.port}/0")
+    await create_tables(settings, streams=False)
+    try:
+        async with running_server(settings) as server, stub_for(server.port) as generated:
+            stub = cast("Stub", generated)  # the async type of the generated class (see the imports)
+            value = await build_graph(stub, counted=False)
+            yield World(value, settings, await stored_items(settings))
+            assert await snapshot(stub) == value.before, "a refused call changed what callers can read"
+    finally:
+        await drop_tables(settings)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def graph(world: World) -> AsyncIterator[Graph]:
+    """The module's test graph; after the test, every item of its tables must be as the build left it
+    (what callers read, through the cache, is compared when the module ends)."""
+    yield world.graph
+    changed = differences(world.items, await stored_items(world.settings))
+    assert not changed, f"a refused call changed the graph: {changed}"
+
+
+on_the_graph = pytest.mark.asyncio(loop_scope="module")
+"""The mark of every test of the shared graph: it runs in the module's event loop, as its server does."""
+
+
+# -- counts, extremes and metadata: tables and a server of their own (first: see the docstring) ----
+# (The refused calls of the first test are those of the sections below.)
+
+
+async def test_refused_calls_never_change_the_counts(counted_graph: Graph) -> None:
+    """Every kind of refused call, with the counters consumer running, leaves all counts as they were."""
+    stub = counted_graph.stub
+    for _, call, _ in ZERO_ID_CALLS:
+        await rejected(call(stub), INVALID, "INVALID_USER_ID")
+    for user in USERS:
+        await rejected(stub.Follow(pb.FollowRequest(follower_id=user, followee_id=user)), INVALID, "SELF_FOLLOW")
+    for make in BAD_TOKENS:
+        request = pb.ListFollowersRequest(user_id=2, page_token=make(counted_graph.tokens))
+        await rejected(stub.ListFollowers(request), INVALID, "INVALID_PAGE_TOKEN")
+    await rejected(stub.ListFollowers(pb.ListFollowersRequest(user_id=2, page_size=-1)), INVALID, "INVALID_PAGE_SIZE")
+    await rejected(stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=list(range(1, 102)))), INVALID, "TOO_MANY_IDS")
+    # A marker write after the refusals: once the consumer has counted it (and its undo), it has
+    # also seen anything the refused calls might have written before it.
+    await stub.Follow(pb.FollowRequest(follower_id=7, followee_id=3))
+    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=3)), lambda r: r.followers_count == 1)
+    await stub.Unfollow(pb.UnfollowRequest(follower_id=7, followee_id=3))
+    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=7)), lambda r: r.following_count == 0)
+    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=3)), lambda r: r.followers_count == 0)
+    assert (await snapshot(stub)).counts == expected_counts()
+
+
+async def test_batch_get_counts_keeps_request_order_and_duplicates(counted_graph: Graph) -> None:
+    """BatchGetCounts answers one row per requested ID, in request order, duplicates included."""
+    wanted = [5, 2, 5, 99, 2, 1, 7, 5]
+    reply = await counted_graph.stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=wanted))
+    assert [c.user_id for c in reply.counts] == wanted
+    expected = {**expected_counts(), 99: (0, 0)}
+    assert [(c.followers_count, c.following_count) for c in reply.counts] == [expected[u] for u in wanted]
+
+
+async def test_largest_user_id_round_trips(stub: Stub, counters: asyncio.Task[None]) -> None:
+    """The largest uint64 user ID can follow and be followed, is listed, paged and counted, and can unfollow."""
+    await stub.Follow(pb.FollowRequest(follower_id=MAX_ID, followee_id=7))
+    await stub.Follow(pb.FollowRequest(follower_id=MAX_ID - 1, followee_id=7))
+    await stub.Follow(pb.FollowRequest(follower_id=7, followee_id=MAX_ID))
+    await stub.Follow(pb.FollowRequest(follower_id=1, followee_id=MAX_ID))
+    assert (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=MAX_ID, followee_id=7))).following
+    assert (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=7, followee_id=MAX_ID))).following
+    assert not (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=MAX_ID, followee_id=1))).following
+
+    first = await stub.ListFollowers(pb.ListFollowersRequest(user_id=7, page_size=1))
+    assert [e.user_id for e in first.followers] == [MAX_ID - 1]
+    second = await stub.ListFollowers(pb.ListFollowersRequest(user_id=7, page_size=1, page_token=first.next_page_token))
+    assert [e.user_id for e in second.followers] == [MAX_ID]
+    assert second.next_page_token == ""
+    assert await followers_of(stub, MAX_ID, page_size=1) == [1, 7]
+    assert await following_of(stub, MAX_ID, page_size=1) == [7]
+
+    async def max_counts() -> tuple[int, int]:
+        reply = await stub.GetCounts(pb.GetCountsRequest(user_id=MAX_ID))
+        return reply.followers_count, reply.following_count
+
+    await eventually(max_counts, lambda c: c == (2, 1))
+    reply = await stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=[MAX_ID, 7]))
+    assert [(c.user_id, c.followers_count, c.following_count) for c in reply.counts] == [(MAX_ID, 2, 1), (7, 2, 1)]
+
+    await stub.Unfollow(pb.UnfollowRequest(follower_id=MAX_ID, followee_id=7))
+    assert not (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=MAX_ID, followee_id=7))).following
+    assert await following_of(stub, MAX_ID) == []
+    assert await followers_of(stub, 7) == [MAX_ID - 1]
+
+
+def request_id_of(metadata: Any) -> list[str]:
+    return [value for key, value in (metadata or ()) if key == "x-request-id"]
+
+
+async def test_response_carries_a_request_id(stub: Stub) -> None:
+    """Every response carries a non-empty x-request-id trailer, different per call."""
+    seen = []
+    for _ in range(2):
+        call = stub.IsFollowing(pb.IsFollowingRequest(follower_id=1, followee_id=2))
+        await call
+        ids = request_id_of(await call.trailing_metadata())
+        assert len(ids) == 1
+        assert ids[0]
+        seen.append(ids[0])
+    assert seen[0] != seen[1]
+
+
+async def test_caller_request_id_is_echoed_on_success_and_on_error(stub: Stub) -> None:
+    """A caller-provided x-request-id comes back unchanged: in the trailers of a successful call,
+    and in both the headers and the trailers of a refused one (next to the status details)."""
+    call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "req-abc-123"),))
+    await call
+    assert request_id_of(await call.trailing_metadata()) == ["req-abc-123"]
+    assert request_id_of(await call.initial_metadata()) == []
+
+    failing = stub.Follow(pb.FollowRequest(follower_id=4, followee_id=4), metadata=(("x-request-id", "req-bad-1"),))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await failing
+    assert caught.value.code() == INVALID
+    assert request_id_of(caught.value.initial_metadata()) == ["req-bad-1"]
+    assert request_id_of(caught.value.trailing_metadata()) == ["req-bad-1"]
+    assert error_info(caught.value).reason == "SELF_FOLLOW"  # the status details survive beside the ID
+
+
+async def test_oversized_caller_request_id_is_replaced(stub: Stub) -> None:
+    """A caller's x-request-id longer than 128 characters is not echoed; the call gets a fresh ID instead."""
+    call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "r" * 200),))
+    await call
+    ids = request_id_of(await call.trailing_metadata())
+    assert len(ids) == 1
+    assert ids[0]
+    assert ids[0] != "r" * 200
+
+
 # -- user IDs --------------------------------------------------------------------------------
 
 
+@on_the_graph
 async def test_self_follow_is_invalid_argument(graph: Graph) -> None:
     """Following oneself is INVALID_ARGUMENT with reason SELF_FOLLOW and makes no edge."""
     info = await rejected(graph.stub.Follow(pb.FollowRequest(follower_id=3, followee_id=3)), INVALID, "SELF_FOLLOW")
@@ -183,6 +346,7 @@ ZERO_ID_CALLS: list[tuple[str, Callable[[Stub], Awaitable[Any]], str]] = [
 ]
 
 
+@on_the_graph
 @pytest.mark.parametrize(("call", "field"), [(c, f) for _, c, f in ZERO_ID_CALLS], ids=[n for n, _, _ in ZERO_ID_CALLS])
 async def test_user_id_zero_or_missing_is_invalid_user_id(
     graph: Graph, call: Callable[[Stub], Awaitable[Any]], field: str
@@ -195,6 +359,7 @@ async def test_user_id_zero_or_missing_is_invalid_user_id(
 # -- page size -------------------------------------------------------------------------------
 
 
+@on_the_graph
 @pytest.mark.parametrize("page_size", [-1, -50, -(2**31)])
 async def test_negative_page_size_is_invalid_page_size(graph: Graph, page_size: int) -> None:
     """A negative page_size on either list RPC is INVALID_ARGUMENT / INVALID_PAGE_SIZE."""
@@ -321,6 +486,7 @@ BAD_TOKENS = [
 ]
 
 
+@on_the_graph
 @pytest.mark.parametrize("make", BAD_TOKENS, ids=[f.__name__ for f in BAD_TOKENS])
 async def test_bad_page_token_on_list_followers_is_invalid_page_token(
     graph: Graph, make: Callable[[Tokens], str]
@@ -335,6 +501,7 @@ async def test_bad_page_token_on_list_followers_is_invalid_page_token(
     )
 
 
+@on_the_graph
 async def test_list_followers_token_is_refused_by_list_following(graph: Graph) -> None:
     """A ListFollowers token used on ListFollowing of the same user is INVALID_PAGE_TOKEN."""
     await rejected(
@@ -344,6 +511,7 @@ async def test_list_followers_token_is_refused_by_list_following(graph: Graph) -
     )
 
 
+@on_the_graph
 async def test_every_single_character_change_of_a_real_token_is_refused(graph: Graph) -> None:
     """Changing any one character of a real token, to any other token character, makes it INVALID_PAGE_TOKEN."""
     token = graph.tokens.followers_of_2
@@ -365,6 +533,7 @@ async def test_every_single_character_change_of_a_real_token_is_refused(graph: G
         )
 
 
+@on_the_graph
 async def test_real_token_still_works_after_refusals(graph: Graph) -> None:
     """After bad tokens were refused, the real token still continues its list where the first page ended."""
     stub = graph.stub
@@ -378,31 +547,10 @@ async def test_real_token_still_works_after_refusals(graph: Graph) -> None:
     assert rest.next_page_token == ""
 
 
-async def test_refused_calls_never_change_the_counts(counted_graph: Graph) -> None:
-    """Every kind of refused call, with the counters consumer running, leaves all counts as they were."""
-    stub = counted_graph.stub
-    for _, call, _ in ZERO_ID_CALLS:
-        await rejected(call(stub), INVALID, "INVALID_USER_ID")
-    for user in USERS:
-        await rejected(stub.Follow(pb.FollowRequest(follower_id=user, followee_id=user)), INVALID, "SELF_FOLLOW")
-    for make in BAD_TOKENS:
-        request = pb.ListFollowersRequest(user_id=2, page_token=make(counted_graph.tokens))
-        await rejected(stub.ListFollowers(request), INVALID, "INVALID_PAGE_TOKEN")
-    await rejected(stub.ListFollowers(pb.ListFollowersRequest(user_id=2, page_size=-1)), INVALID, "INVALID_PAGE_SIZE")
-    await rejected(stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=list(range(1, 102)))), INVALID, "TOO_MANY_IDS")
-    # A marker write after the refusals: once the consumer has counted it (and its undo), it has
-    # also seen anything the refused calls might have written before it.
-    await stub.Follow(pb.FollowRequest(follower_id=7, followee_id=3))
-    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=3)), lambda r: r.followers_count == 1)
-    await stub.Unfollow(pb.UnfollowRequest(follower_id=7, followee_id=3))
-    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=7)), lambda r: r.following_count == 0)
-    await eventually(lambda: stub.GetCounts(pb.GetCountsRequest(user_id=3)), lambda r: r.followers_count == 0)
-    assert (await snapshot(stub)).counts == expected_counts()
-
-
 # -- batches ----------------------------------------------------------------------------------
 
 
+@on_the_graph
 async def test_batch_get_counts_with_101_ids_is_too_many_ids(graph: Graph) -> None:
     """BatchGetCounts with 101 IDs is INVALID_ARGUMENT / TOO_MANY_IDS; exactly 100 is accepted."""
     info = await rejected(
@@ -414,95 +562,8 @@ async def test_batch_get_counts_with_101_ids_is_too_many_ids(graph: Graph) -> No
     assert [c.user_id for c in reply.counts] == list(range(1, 101))
 
 
-async def test_batch_get_counts_keeps_request_order_and_duplicates(counted_graph: Graph) -> None:
-    """BatchGetCounts answers one row per requested ID, in request order, duplicates included."""
-    wanted = [5, 2, 5, 99, 2, 1, 7, 5]
-    reply = await counted_graph.stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=wanted))
-    assert [c.user_id for c in reply.counts] == wanted
-    expected = {**expected_counts(), 99: (0, 0)}
-    assert [(c.followers_count, c.following_count) for c in reply.counts] == [expected[u] for u in wanted]
-
-
+@on_the_graph
 async def test_empty_batch_get_counts_returns_no_rows(graph: Graph) -> None:
     """BatchGetCounts with no IDs succeeds with no rows."""
     reply = await graph.stub.BatchGetCounts(pb.BatchGetCountsRequest())
     assert list(reply.counts) == []
-
-
-# -- extremes and metadata ----------------------------------------------------------------------
-
-
-async def test_largest_user_id_round_trips(stub: Stub, counters: asyncio.Task[None]) -> None:
-    """The largest uint64 user ID can follow and be followed, is listed, paged and counted, and can unfollow."""
-    await stub.Follow(pb.FollowRequest(follower_id=MAX_ID, followee_id=7))
-    await stub.Follow(pb.FollowRequest(follower_id=MAX_ID - 1, followee_id=7))
-    await stub.Follow(pb.FollowRequest(follower_id=7, followee_id=MAX_ID))
-    await stub.Follow(pb.FollowRequest(follower_id=1, followee_id=MAX_ID))
-    assert (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=MAX_ID, followee_id=7))).following
-    assert (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=7, followee_id=MAX_ID))).following
-    assert not (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=MAX_ID, followee_id=1))).following
-
-    first = await stub.ListFollowers(pb.ListFollowersRequest(user_id=7, page_size=1))
-    assert [e.user_id for e in first.followers] == [MAX_ID - 1]
-    second = await stub.ListFollowers(pb.ListFollowersRequest(user_id=7, page_size=1, page_token=first.next_page_token))
-    assert [e.user_id for e in second.followers] == [MAX_ID]
-    assert second.next_page_token == ""
-    assert await followers_of(stub, MAX_ID, page_size=1) == [1, 7]
-    assert await following_of(stub, MAX_ID, page_size=1) == [7]
-
-    async def max_counts() -> tuple[int, int]:
-        reply = await stub.GetCounts(pb.GetCountsRequest(user_id=MAX_ID))
-        return reply.followers_count, reply.following_count
-
-    await eventually(max_counts, lambda c: c == (2, 1))
-    reply = await stub.BatchGetCounts(pb.BatchGetCountsRequest(user_ids=[MAX_ID, 7]))
-    assert [(c.user_id, c.followers_count, c.following_count) for c in reply.counts] == [(MAX_ID, 2, 1), (7, 2, 1)]
-
-    await stub.Unfollow(pb.UnfollowRequest(follower_id=MAX_ID, followee_id=7))
-    assert not (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=MAX_ID, followee_id=7))).following
-    assert await following_of(stub, MAX_ID) == []
-    assert await followers_of(stub, 7) == [MAX_ID - 1]
-
-
-def request_id_of(metadata: Any) -> list[str]:
-    return [value for key, value in (metadata or ()) if key == "x-request-id"]
-
-
-async def test_response_carries_a_request_id(stub: Stub) -> None:
-    """Every response carries a non-empty x-request-id trailer, different per call."""
-    seen = []
-    for _ in range(2):
-        call = stub.IsFollowing(pb.IsFollowingRequest(follower_id=1, followee_id=2))
-        await call
-        ids = request_id_of(await call.trailing_metadata())
-        assert len(ids) == 1
-        assert ids[0]
-        seen.append(ids[0])
-    assert seen[0] != seen[1]
-
-
-async def test_caller_request_id_is_echoed_on_success_and_on_error(stub: Stub) -> None:
-    """A caller-provided x-request-id comes back unchanged: in the trailers of a successful call,
-    and in both the headers and the trailers of a refused one (next to the status details)."""
-    call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "req-abc-123"),))
-    await call
-    assert request_id_of(await call.trailing_metadata()) == ["req-abc-123"]
-    assert request_id_of(await call.initial_metadata()) == []
-
-    failing = stub.Follow(pb.FollowRequest(follower_id=4, followee_id=4), metadata=(("x-request-id", "req-bad-1"),))
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await failing
-    assert caught.value.code() == INVALID
-    assert request_id_of(caught.value.initial_metadata()) == ["req-bad-1"]
-    assert request_id_of(caught.value.trailing_metadata()) == ["req-bad-1"]
-    assert error_info(caught.value).reason == "SELF_FOLLOW"  # the status details survive beside the ID
-
-
-async def test_oversized_caller_request_id_is_replaced(stub: Stub) -> None:
-    """A caller's x-request-id longer than 128 characters is not echoed; the call gets a fresh ID instead."""
-    call = stub.GetCounts(pb.GetCountsRequest(user_id=1), metadata=(("x-request-id", "r" * 200),))
-    await call
-    ids = request_id_of(await call.trailing_metadata())
-    assert len(ids) == 1
-    assert ids[0]
-    assert ids[0] != "r" * 200

@@ -2,8 +2,9 @@
 and never changes the graph: no edge, no request, no block, no privacy change.
 
 One small graph is built once for the module (the refused calls must leave it exactly as it was);
-after every test, what callers can read straight from DynamoDB is compared with the snapshot taken
-when it was built (and, at the end of the module, what they read through the cache as well).
+after every test, every item of its tables is compared with those stored when it was built
+(``tests/support/table_items.py``), and at the end of the module what callers read, through the
+cache and straight from DynamoDB, with the snapshot taken then.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.api.page_tokens import PageTokenCodec
 from graph_service.domain.models import Direction, Edge
+from graph_service.settings import Settings
 from tests.support.graph_calls import Flags, Model, Stub, ids, rejected, relationships, requests_of, truth_stub
 from tests.support.runtimes import make_settings, running_server, stub_for
+from tests.support.table_items import Items, differences, stored_items
 from tests.support.tables import create_tables
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -74,6 +77,8 @@ class World:
     truth: Stub  # straight from DynamoDB
     tokens: Tokens
     before: Snapshot
+    settings: Settings
+    items: Items  # every item of its tables, as the build left them
 
 
 async def snapshot(stub: Stub) -> Snapshot:
@@ -158,18 +163,20 @@ async def world(dynamodb_local: str, redis_node: ManagedProcess) -> AsyncIterato
         assert before == await snapshot(stub)
         for user in USERS:  # the graph is the model
             assert before.relationships[user] == [(t, MODEL.relationship(user, t)) for t in USERS]
-        world = World(stub, truth, tokens, before)
+        world = World(stub, truth, tokens, before, settings, await stored_items(settings))
         yield world
         await assert_privacy_unchanged(stub)
         assert await snapshot(stub) == before
+        assert await snapshot(truth) == before
 
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def graph(world: World) -> AsyncIterator[World]:
-    """The module's graph; after the test, DynamoDB must still answer exactly as before (the cached answers
-    are compared once more when the module ends)."""
+    """The module's graph; after the test, every item of its tables must be as the build left it (what
+    callers read, through the cache and straight from DynamoDB, is compared when the module ends)."""
     yield world
-    assert await snapshot(world.truth) == world.before, "a refused call changed the graph"
+    changed = differences(world.items, await stored_items(world.settings))
+    assert not changed, f"a refused call changed the graph: {changed}"
 
 
 Call = Callable[[Stub], Awaitable[Any]]

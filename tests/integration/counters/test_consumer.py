@@ -233,6 +233,10 @@ async def follow_all(stub: pb_grpc.SocialGraphServiceStub, graph: Graph, pairs: 
 # -- crash and restart -----------------------------------------------------------------------
 
 
+KILLS = 5
+"""Incarnations of the consumer cancelled, each at a random moment after its first commit."""
+
+
 async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_once(
     stub: pb_grpc.SocialGraphServiceStub, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,7 +250,7 @@ async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_on
     writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=200))
     kills = 0
     try:
-        while kills < 8 and not writer.done():
+        while kills < KILLS and not writer.done():
             before = await checkpoints(settings)
             stop = asyncio.Event()
             runtime = await build_counters(settings)
@@ -271,7 +275,7 @@ async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_on
     finally:
         stop_writes.set()
         await writer
-    assert kills == 8  # the writes outlasted every kill
+    assert kills == KILLS  # the writes outlasted every kill
     assert graph.edges
     async with running_counters(settings):
         await assert_counts_exact(stub, settings, graph)
