@@ -214,8 +214,7 @@ class CacheLease:
             try:
                 await self._register_lease(keys=[keys.TRUST_LEASES], args=[lease_id, int(self.lease_seconds * 1000)])
             except BaseException:  # it may still run, late: the lease is answered for as an unconfirmed one
-                self._unconfirmed.add(lease_id)
-                self._lapsed[lease_id] = self._clock()
+                self._lapse_unconfirmed(lease_id)
                 raise
             answered = self._clock()
             if await self._registry.is_live(lease_id):
@@ -230,9 +229,17 @@ class CacheLease:
             if self._held is None and not self._lapsed:
                 lease_id = self._new_id()
                 await self._registry.register(lease_id)
-                self._unconfirmed.add(lease_id)
-                self._lapsed[lease_id] = self._clock()
+                self._lapse_unconfirmed(lease_id)
                 log.warning("cache_lease_in_store_only", lease=lease_id)
+
+    def _lapse_unconfirmed(self, lease_id: str) -> None:
+        """Answer for a lease in the store that Redis may not have: lapsed, its bound set at its first mark."""
+        self._unconfirmed.add(lease_id)
+        self._lapsed[lease_id] = self._clock()
+
+    def _drop_lapsed(self, lease_id: str) -> None:
+        self._lapsed.pop(lease_id, None)
+        self._unconfirmed.discard(lease_id)
 
     async def _renew(self, held: _Held) -> None:
         held.in_flight = True
@@ -259,8 +266,7 @@ class CacheLease:
         for lease_id in mine:
             if not await self._registry.beat(lease_id):
                 log.warning("cache_lease_revoked", lease=lease_id)
-                self._lapsed.pop(lease_id, None)
-                self._unconfirmed.discard(lease_id)
+                self._drop_lapsed(lease_id)
                 if self._held is not None and self._held.lease_id == lease_id:
                     self._held = None
         self._beaten_at = self._clock()
@@ -273,8 +279,7 @@ class CacheLease:
         for lease_id, bound in list(self._lapsed.items()):
             if waiting and now < bound:
                 continue
-            del self._lapsed[lease_id]  # first: no write takes it while it goes
-            self._unconfirmed.discard(lease_id)
+            self._drop_lapsed(lease_id)  # first: no write takes it while it goes
             await self._redis.zrem(keys.TRUST_LEASES, lease_id)
             await self._registry.forget(lease_id)
             log.info("cache_lease_cleared", lease=lease_id)
@@ -310,8 +315,7 @@ class CacheLease:
             raise Unavailable("the cache could not be settled and this process holds no cache lease")
         unconfirmed = lease_id in self._unconfirmed
         if not await self._registry.mark_unsettled(lease_id):  # after the commit: see the module
-            self._lapsed.pop(lease_id, None)
-            self._unconfirmed.discard(lease_id)
+            self._drop_lapsed(lease_id)
             self._metrics.refused.inc()
             raise Unavailable(f"the cache could not be settled and cache lease {lease_id} was revoked")
         if unconfirmed and lease_id in self._lapsed:  # no generation outlives the mark by a lease

@@ -25,7 +25,7 @@ import grpc
 import pytest
 import yaml  # type: ignore[import-untyped]  # types-PyYAML is not a dependency
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph_devstack.processes import free_port
+from socialgraph_devstack.processes import ManagedProcess, free_port, spawn
 
 from graph_service.api.callers import caller_entry, mint_token
 from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
@@ -184,9 +184,11 @@ def parts(expr: str) -> tuple[list[Selector], set[str]]:
 
 @dataclass
 class Prometheus:
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
+    managed: ManagedProcess
+
+    @property
+    def port(self) -> int:
+        return self.managed.port
 
     def get(self, path: str, **params: str) -> Any:
         """The ``data`` of an API answer; AssertionError with Prometheus's own message otherwise."""
@@ -206,7 +208,8 @@ class Prometheus:
         return result
 
     def ready(self) -> bool:
-        assert self.process.poll() is None, f"prometheus exited:\n{self.log.read_text()[-3000:]}"
+        process, log = self.managed.process, self.managed.log_path
+        assert process.poll() is None, f"prometheus exited:\n{log.read_text()[-3000:]}"
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as answer:
                 return bool(answer.status == 200)
@@ -239,19 +242,14 @@ def start_prometheus(ports: dict[str, int], folder: Path) -> Prometheus:
         ],
     }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port, log = free_port(), folder / "prometheus.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                tool("prometheus"),
-                f"--config.file={folder / 'prometheus.yml'}",
-                f"--storage.tsdb.path={folder / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    return Prometheus(port, process, log)
+    port = free_port()
+    command = [
+        tool("prometheus"),
+        f"--config.file={folder / 'prometheus.yml'}",
+        f"--storage.tsdb.path={folder / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    return Prometheus(spawn("prometheus", command, port, folder))
 
 
 @contextlib.asynccontextmanager
@@ -262,12 +260,7 @@ async def prometheus(ports: dict[str, int], folder: Path) -> AsyncIterator[Prome
         await eventually(lambda: asyncio.to_thread(server.ready), bool)
         yield server
     finally:
-        server.process.terminate()
-        try:
-            server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+        server.managed.stop()
 
 
 def concrete(expr: str) -> str:
