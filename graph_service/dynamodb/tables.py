@@ -12,6 +12,12 @@ No local secondary index, so a partition (one user's list) has no 10 GB item-col
 
 ``tweets`` (pk ``tweet_id`` N; ``author_id`` N, ``text`` S) stands in locally for the tweet
 service's table: its stream is what the relay turns into ``TweetCreated`` events.
+
+``socialgraph create-tables`` (the command, what production runs) also protects every table:
+deletion protection, and point-in-time recovery where the endpoint has it (DynamoDB Local has not:
+it answers ``UnknownOperationException``, and the command goes on without it). The local stack and
+the tests make theirs unprotected, so that they can drop them. ``deploy/aws/socialgraph.yaml``
+declares the same tables; tests/deploy/test_aws_template.py keeps the two equal.
 """
 
 from __future__ import annotations
@@ -19,18 +25,36 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import structlog
 from botocore.exceptions import ClientError
 
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.settings import Settings
 
-__all__ = ["CHECKPOINTS", "FOLLOWERS", "FOLLOWING", "TWEETS", "USERS", "create_tables", "ensure_tables", "table_specs"]
+__all__ = [
+    "CHECKPOINTS",
+    "FOLLOWERS",
+    "FOLLOWING",
+    "TTL_ATTRIBUTE",
+    "TWEETS",
+    "USERS",
+    "create_tables",
+    "ensure_tables",
+    "table_specs",
+]
+
+log = structlog.get_logger(__name__)
 
 FOLLOWERS = "followers"
 FOLLOWING = "following"
 USERS = "users"
 CHECKPOINTS = "stream_checkpoints"
 TWEETS = "tweets"
+TTL_ATTRIBUTE = "expires_at"
+"""The TTL attribute of ``stream_checkpoints`` (the Lambda consumer's replay markers, the cache leases)."""
+BACKUPS_WAIT_SECONDS = 300.0
+"""How long a new table may say its backups are not ready yet (``ContinuousBackupsUnavailableException``)."""
+BACKUPS_RETRY_SECONDS = 5.0
 
 
 def _spec(name: str, keys: list[tuple[str, str, str]], stream: bool = False) -> dict[str, Any]:
@@ -68,12 +92,13 @@ async def _wait_active(dynamo: AsyncDynamo, name: str) -> dict[str, Any]:
         await asyncio.sleep(0.5)
 
 
-async def _ensure(dynamo: AsyncDynamo, spec: dict[str, Any]) -> bool:
-    """Create one table unless it exists; turn on its stream if a stream is wanted. True if created."""
+async def _ensure(dynamo: AsyncDynamo, spec: dict[str, Any], *, protect: bool) -> bool:
+    """Create one table unless it exists; turn on its stream if a stream is wanted, and with
+    ``protect`` its deletion protection and point-in-time recovery. True if created."""
     name = spec["TableName"]
     created = True
     try:
-        await dynamo.call("create_table", **spec)
+        await dynamo.call("create_table", **spec, **({"DeletionProtectionEnabled": True} if protect else {}))
     except ClientError as exc:
         if error_code(exc) != "ResourceInUseException":
             raise
@@ -82,8 +107,36 @@ async def _ensure(dynamo: AsyncDynamo, spec: dict[str, Any]) -> bool:
     wanted = spec.get("StreamSpecification")
     if wanted and not table.get("StreamSpecification", {}).get("StreamEnabled"):
         await dynamo.call("update_table", TableName=name, StreamSpecification=wanted)
-        await _wait_active(dynamo, name)
+        table = await _wait_active(dynamo, name)
+    if protect:
+        if not table.get("DeletionProtectionEnabled"):
+            await dynamo.call("update_table", TableName=name, DeletionProtectionEnabled=True)
+            await _wait_active(dynamo, name)
+        await _recover_to_any_point(dynamo, name)
     return created
+
+
+async def _recover_to_any_point(dynamo: AsyncDynamo, name: str) -> None:
+    """Point-in-time recovery on (idempotent). A table made a moment ago may refuse for a while;
+    DynamoDB Local has no backups at all."""
+    deadline = asyncio.get_running_loop().time() + BACKUPS_WAIT_SECONDS
+    while True:
+        try:
+            await dynamo.call(
+                "update_continuous_backups",
+                TableName=name,
+                PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+            )
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == "UnknownOperationException":  # DynamoDB Local
+                log.warning("point_in_time_recovery_unsupported", table=name, hint="DynamoDB Local has no backups")
+                return
+            if code != "ContinuousBackupsUnavailableException" or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(BACKUPS_RETRY_SECONDS)
+            continue
+        return
 
 
 async def _expire_markers(dynamo: AsyncDynamo, name: str) -> None:
@@ -94,22 +147,23 @@ async def _expire_markers(dynamo: AsyncDynamo, name: str) -> None:
     await dynamo.call(
         "update_time_to_live",
         TableName=name,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
     )
 
 
-async def create_tables(dynamo: AsyncDynamo, settings: Settings) -> list[str]:
-    """Create every missing table; returns the names created by this call. Safe to repeat."""
+async def create_tables(dynamo: AsyncDynamo, settings: Settings, *, protect: bool = False) -> list[str]:
+    """Create every missing table; returns the names created by this call. Safe to repeat.
+    ``protect``: every table, new or not, gets deletion protection and point-in-time recovery."""
     specs = table_specs(settings)
-    created = await asyncio.gather(*(_ensure(dynamo, spec) for spec in specs))
+    created = await asyncio.gather(*(_ensure(dynamo, spec, protect=protect) for spec in specs))
     await _expire_markers(dynamo, settings.table(CHECKPOINTS))
     return [spec["TableName"] for spec, was_created in zip(specs, created, strict=True) if was_created]
 
 
-async def ensure_tables(settings: Settings) -> list[str]:
+async def ensure_tables(settings: Settings, *, protect: bool = False) -> list[str]:
     """``create_tables`` with a client of its own: for commands, the local stack and tests."""
     dynamo = AsyncDynamo.build(settings)
     try:
-        return await create_tables(dynamo, settings)
+        return await create_tables(dynamo, settings, protect=protect)
     finally:
         dynamo.close()

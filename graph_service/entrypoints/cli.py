@@ -71,7 +71,7 @@ def _fanout(settings: Settings, args: argparse.Namespace) -> int:
 def _create_tables(settings: Settings, args: argparse.Namespace) -> int:
     from graph_service.dynamodb.tables import ensure_tables
 
-    created = asyncio.run(ensure_tables(settings))
+    created = asyncio.run(ensure_tables(settings, protect=True))
     print(f"created: {', '.join(created) or 'nothing (all tables exist)'}")
     return 0
 
@@ -279,6 +279,8 @@ COMMANDS: dict[str, Command] = {
             "fanout_batch_size",
             "celebrity_threshold",
             *TIMELINES,
+            "tweet_author_ttl_seconds",
+            *CACHE,  # the followers of an author whose list the graph cache holds whole
         ),
         _fanout,
     ),
@@ -291,8 +293,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "create-tables": Command(
         "create the DynamoDB tables if missing (idempotent)",
-        "Create the project's tables (with their streams) if they do not exist yet; existing tables are left"
-        " as they are.",
+        "Create the project's tables (with their streams) if they do not exist yet, and turn on deletion"
+        " protection and point-in-time recovery (where the endpoint has it: DynamoDB Local has not) on every"
+        " one; nothing else of an existing table is changed.",
         (*LOGS, *DYNAMODB),
         _create_tables,
     ),

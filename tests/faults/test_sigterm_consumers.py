@@ -16,7 +16,7 @@ from socialgraph_devstack.processes import ManagedProcess, free_port, start_kafk
 from graph_service.dynamodb.tables import TWEETS
 from graph_service.events.kafka import client_options, ensure_topics
 from graph_service.settings import Settings
-from tests.support.children import child_process
+from tests.support.children import child_process, kafka_environment
 from tests.support.polling import eventually
 from tests.support.scrape import get
 from tests.support.tables import require_streams
@@ -43,11 +43,7 @@ async def on_own_broker(settings: Settings, broker: ManagedProcess) -> Settings:
 
 def kafka_env(settings: Settings) -> dict[str, str]:
     return {
-        "SG_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-        "SG_TWEETS_TOPIC": settings.tweets_topic,
-        "SG_GRAPH_EVENTS_TOPIC": settings.graph_events_topic,
-        "SG_FANOUT_GROUP": settings.fanout_group,
-        "SG_TOPIC_PARTITIONS": str(settings.topic_partitions),
+        **kafka_environment(settings),
         "SG_TOPIC_CHECK_SECONDS": "0.5",
         "SG_SHUTDOWN_GRACE_SECONDS": str(GRACE),
     }

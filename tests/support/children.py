@@ -26,7 +26,7 @@ from tests.support.commands import REPO, command_environment
 from tests.support.polling import eventually
 from tests.support.scrape import Scrape, get, scrape
 
-__all__ = ["SERVING", "Child", "child_process", "health_status", "serve_process"]
+__all__ = ["SERVING", "Child", "child_process", "health_status", "kafka_environment", "serve_process"]
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
@@ -77,6 +77,17 @@ class Child:
 
     async def metrics(self) -> Scrape:
         return await scrape(self.metrics_port)
+
+
+def kafka_environment(settings: Settings) -> dict[str, str]:
+    """The ``SG_*`` variables of the broker, topics and group of ``settings``, for a child process."""
+    return {
+        "SG_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+        "SG_TWEETS_TOPIC": settings.tweets_topic,
+        "SG_GRAPH_EVENTS_TOPIC": settings.graph_events_topic,
+        "SG_FANOUT_GROUP": settings.fanout_group,
+        "SG_TOPIC_PARTITIONS": str(settings.topic_partitions),
+    }
 
 
 def _start(settings: Settings, command: str, log_dir: Path, extra: dict[str, str]) -> Child:

@@ -15,6 +15,7 @@ import contextlib
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS, ensure_tables, table_specs
@@ -49,10 +50,22 @@ async def create_tables(settings: Settings, *, streams: bool) -> None:
 
 
 async def drop_tables(settings: Settings) -> None:
+    """Delete every table of ``settings``; one that `socialgraph create-tables` protected loses its
+    deletion protection first."""
     client = boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region)
-    for spec in table_specs(settings):
+
+    def drop(name: str) -> None:
         with contextlib.suppress(client.exceptions.ResourceNotFoundException):
-            await asyncio.to_thread(client.delete_table, TableName=spec["TableName"])
+            try:
+                client.delete_table(TableName=name)
+            except ClientError as exc:
+                if "protected against deletion" not in str(exc):
+                    raise
+                client.update_table(TableName=name, DeletionProtectionEnabled=False)
+                client.delete_table(TableName=name)
+
+    for spec in table_specs(settings):
+        await asyncio.to_thread(drop, spec["TableName"])
 
 
 async def require_streams(settings: Settings, table: str = FOLLOWERS) -> None:

