@@ -14,13 +14,14 @@ from collections.abc import Sequence
 
 from graph_service.domain.models import Edge
 from graph_service.domain.times import now_us
+from graph_service.domain.tweet_ids import TweetIdGenerator
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, backoff
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TWEETS
 from graph_service.settings import Settings
 from graph_service.store import items as it
 
-__all__ = ["seed_follows"]
+__all__ = ["seed_follows", "seed_tweets"]
 
 BATCH_WRITE_ITEMS = 25
 CONCURRENCY = 8
@@ -55,7 +56,26 @@ async def seed_follows(settings: Settings, pairs: Sequence[tuple[int, int]]) -> 
     start = now_us()
     times = [start + i for i in range(len(pairs))]
     items = [i for (a, b), at in zip(pairs, times, strict=True) for i in _edge_items(settings, a, b, at)]
-    batches = [items[i : i + BATCH_WRITE_ITEMS] for i in range(0, len(items), BATCH_WRITE_ITEMS)]
+    await _write_all(settings, items)
+    return times
+
+
+async def seed_tweets(settings: Settings, author_id: int, n: int) -> list[int]:
+    """``n`` tweets of ``author_id`` in the tweets table, as ``DynamoTweetStore.post`` writes them
+    (IDs from the same generator, so they increase); returns their IDs, oldest first."""
+    ids = TweetIdGenerator()
+    tweet_ids = [ids.next_id() for _ in range(n)]
+    table = settings.table(TWEETS)
+    items: list[tuple[str, Item]] = [
+        (table, {"tweet_id": {"N": str(t)}, "author_id": {"N": str(author_id)}, "text": {"S": f"tweet {k}"}})
+        for k, t in enumerate(tweet_ids)
+    ]
+    await _write_all(settings, items)
+    return sorted(tweet_ids)
+
+
+async def _write_all(settings: Settings, items: list[tuple[str, Item]]) -> None:
+    batches = [items[k : k + BATCH_WRITE_ITEMS] for k in range(0, len(items), BATCH_WRITE_ITEMS)]
     dynamo = AsyncDynamo.build(settings)
     gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -67,4 +87,3 @@ async def seed_follows(settings: Settings, pairs: Sequence[tuple[int, int]]) -> 
         await asyncio.gather(*(write(b) for b in batches))
     finally:
         dynamo.close()
-    return times

@@ -137,6 +137,9 @@ def start_dynamodb_local(
         # local stack (measured: 20 s against 33 s for a start and 6,000 requests) at a few per
         # cent of its latency, on a machine where those two cores are what everything shares.
         "-XX:TieredStopAtLevel=1",
+        # The serial collector: about 7 % less CPU than G1 for the same requests (measured: a start and
+        # 600 writes, three runs each), and a 1 GB heap of short-lived objects needs no concurrent GC.
+        "-XX:+UseSerialGC",
         f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
         "-jar",
         str(jar),

@@ -43,6 +43,7 @@ from tests.support.runtimes import (
     running_server,
     stub_for,
 )
+from tests.support.seeding import seed_tweets
 from tests.support.tables import create_tables, drop_tables
 from tests.support.timeline_calls import (
     TimelineStub,
@@ -151,7 +152,7 @@ async def test_timeline_keeps_the_newest_800_newest_first_at_most_16_bytes_an_en
         raw_redis(settings) as client,
         timeline_stub_for(server.port) as timelines,
     ):
-        ids = await driver.post(author, 850)
+        ids = await seed_tweets(settings, author, 850)  # in batches: posting is not this test's subject
         # In order of posting, 25 events at a time (so neighbours also arrive out of order).
         assert await driver.deliver(author, ids, concurrency=25) == 850
         newest = newest_first(ids)[:CAP]

@@ -32,6 +32,7 @@ from graph_service.settings import Settings
 from tests.support.graph_calls import Entry, Pair, error_info, whole_list
 from tests.support.polling import eventually
 from tests.support.runtimes import running_server, stub_for
+from tests.support.seeding import seed_follows
 
 if TYPE_CHECKING:
     # The async stub type exists only for type checkers; at run time the stub is the generated class.
@@ -82,6 +83,13 @@ async def follow_all(stub: Stub, pairs: Sequence[Pair]) -> None:
     for start in range(0, len(pairs), BATCH):
         states = await asyncio.gather(*(follow(stub, a, b) for a, b in pairs[start : start + BATCH]))
         assert set(states) == {pb.FOLLOW_STATE_FOLLOWING}
+
+
+async def seed(settings: Settings, pairs: Sequence[Pair]) -> None:
+    """Follows written straight into the tables in batches, for a test's starting graph (read by
+    nobody yet, so no cache entry can be stale): the Follow path is not what these tests are about,
+    and DynamoDB Local writes batches several times faster than transactions."""
+    await seed_follows(settings, pairs)
 
 
 async def follow_in_order(stub: Stub, pairs: Iterable[Pair]) -> None:
@@ -192,7 +200,7 @@ async def test_known_followers_are_the_followed_followers_newest_first_on_both_p
     rng = random.Random(11)
     user, viewer = 1, 2  # shape (a): 80 followers of user, viewer follows 14
     fans = list(range(10_001, 10_081))
-    await follow_all(stub, [(f, user) for f in fans])
+    await seed(settings, [(f, user) for f in fans])
     known_a = rng.sample(fans[:-1], 8)
     outsiders = list(range(20_001, 20_006))
     # The viewer follows in an order unrelated to when they followed the user.
@@ -206,10 +214,10 @@ async def test_known_followers_are_the_followed_followers_newest_first_on_both_p
     others_fans = list(range(40_001, 40_013))
     await follow_in_order(stub, [(f, other) for f in others_fans])
     known_b = others_fans[:6]
-    await follow_all(stub, [(viewer_b, u) for u in range(30_001, 30_075)])
+    await seed(settings, [(viewer_b, u) for u in range(30_001, 30_075)])
     await follow_in_order(stub, [(viewer_b, u) for u in reversed(known_b)])
 
-    await follow_all(stub, [(5, u) for u in (20_001, 20_002, 20_003)])  # 5 follows no follower of user; 6 nobody
+    await seed(settings, [(5, u) for u in (20_001, 20_002, 20_003)])  # 5 follows no follower of user; 6 nobody
     await settle_counts(stub, {user: (81, 0), viewer: (0, 14), other: (12, 0), viewer_b: (0, 80), 5: (0, 3)})
 
     async with servers(settings, stub) as svc:
@@ -240,8 +248,8 @@ async def test_known_followers_are_the_followed_followers_newest_first_on_both_p
 async def test_known_followers_page_token_is_bound_to_viewer_and_user(settings: Settings, stub: Stub) -> None:
     """A ListKnownFollowers token works only for the same (viewer, user); any other query refuses it."""
     user, viewer, viewer2, other = 1, 2, 3, 4
-    await follow_all(stub, [(f, user) for f in range(100, 110)] + [(f, other) for f in range(100, 110)])
-    await follow_all(stub, [(v, f) for v in (viewer, viewer2, user) for f in range(100, 110)])
+    await seed(settings, [(f, user) for f in range(100, 110)] + [(f, other) for f in range(100, 110)])
+    await seed(settings, [(v, f) for v in (viewer, viewer2, user) for f in range(100, 110)])
     entries, token = await known(stub, viewer, user, 2)("")
     assert len(entries) == 2
     assert token
@@ -319,11 +327,11 @@ async def test_known_followers_walk_while_others_follow_and_unfollow(
     rng = random.Random(22)
     user, viewer = 1, 2
     fans = list(range(10_001, 10_121))
-    await follow_all(stub, [(f, user) for f in fans])
+    await seed(settings, [(f, user) for f in fans])
     stable = rng.sample(fans, 20)
     churny = rng.sample(sorted(set(fans) - set(stable)), 6)
     others = sorted(set(fans) - set(stable) - set(churny))
-    await follow_all(stub, [(viewer, u) for u in [*stable, *churny, *range(20_001, 20_006)]])
+    await seed(settings, [(viewer, u) for u in [*stable, *churny, *range(20_001, 20_006)]])
     await settle_counts(stub, {user: (120, 0), viewer: (0, 31)})  # the candidate path: 31 < 120
     before = {u: at for u, at in await whole_list(stub, Direction.FOLLOWERS, user) if u in set(stable)}
 
@@ -356,12 +364,12 @@ async def test_mutual_follows_on_both_paths(settings: Settings, stub: Stub, coun
     rng = random.Random(44)
     a = 1  # follows 10, followed by 60: the candidate path
     a_fans = list(range(10_001, 10_061))
-    await follow_all(stub, [(f, a) for f in a_fans])
+    await seed(settings, [(f, a) for f in a_fans])
     a_mutual = rng.sample(a_fans, 7)
     await follow_in_order(stub, [(a, u) for u in [*reversed(a_mutual), 20_001, 20_002, 20_003]])
     b = 2  # follows 60, followed by 10: the scan path
     b_follows = list(range(30_001, 30_061))
-    await follow_all(stub, [(b, u) for u in b_follows])
+    await seed(settings, [(b, u) for u in b_follows])
     b_mutual = rng.sample(b_follows, 6)
     await follow_in_order(stub, [(f, b) for f in [*b_mutual[:3], 40_001, 40_002, *b_mutual[3:], 40_003, 40_004]])
     await settle_counts(stub, {a: (60, 10), b: (10, 60), 3: (0, 0)})

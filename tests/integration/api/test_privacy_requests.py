@@ -379,12 +379,12 @@ async def test_unfollow_withdraws_a_pending_request(stub: Stub, truth: Stub) -> 
 async def test_accept_racing_withdraw_or_reject_leaves_an_edge_counted_once_or_nothing(
     settings: Settings, server: ServerRuntime, stub: Stub, truth: Stub, counters: asyncio.Task[None]
 ) -> None:
-    """Accept racing Unfollow (20 pairs) or Reject (12 pairs) of one request, on two servers in both
+    """Accept racing Unfollow (12 pairs) or Reject (8 pairs) of one request, on two servers in both
     call orders: each pair ends with an edge and no request, or with neither; the caches agree with
     DynamoDB and the counts equal the true edge counts."""
     privates = [701, 702, 703, 704]
-    pairs = [(711 + i, privates[i % len(privates)]) for i in range(32)]
-    rejected_pairs = set(pairs[20:])  # the rest are withdrawn
+    pairs = [(711 + i, privates[i % len(privates)]) for i in range(20)]
+    rejected_pairs = set(pairs[12:])  # the rest are withdrawn
     users = privates + [r for r, _ in pairs]
     for user in privates:
         await set_private(stub, user, True)
@@ -449,13 +449,20 @@ async def test_accept_racing_withdraw_or_reject_leaves_an_edge_counted_once_or_n
 # -- 8. SetPrivacy ------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def small_sweeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SetPrivacy(false) accepts pending requests 10 at a time (100 in production), so a sweep of
+    several batches needs tens of requests, not hundreds (the servers here run in this process)."""
+    monkeypatch.setattr("graph_service.api.service.SWEEP_BATCH", 10)
+
+
 async def test_set_privacy_public_accepts_every_pending_request_and_private_keeps_followers(
-    stub: Stub, truth: Stub, counters: asyncio.Task[None]
+    stub: Stub, truth: Stub, counters: asyncio.Task[None], small_sweeps: None
 ) -> None:
-    """SetPrivacy(false) with 105 pending requests (more than one sweep batch) makes them all
-    followers before it returns, counted; SetPrivacy(true) keeps every follower; both idempotent."""
+    """SetPrivacy(false) with 25 pending requests (three sweep batches) makes them all followers
+    before it returns, counted; SetPrivacy(true) keeps every follower; both idempotent."""
     user, old_fan = 800, 801
-    asked = list(range(1001, 1106))
+    asked = list(range(1001, 1026))
     assert await follow(stub, old_fan, user) == FOLLOWING
     await set_private(stub, user, True)
     await set_private(stub, user, True)
@@ -555,15 +562,14 @@ async def test_privacy_flips_racing_follows_strand_no_request(
 
 
 async def test_a_sweep_overtaken_by_set_privacy_private_accepts_no_later_request(
-    stub: Stub, truth: Stub, server: ServerRuntime
+    stub: Stub, truth: Stub, server: ServerRuntime, small_sweeps: None
 ) -> None:
     """SetPrivacy(false) sweeping many requests, then SetPrivacy(true) returns while the sweep still
     runs, then a new follower asks: that new request is never accepted by the older sweep."""
     user, late = 1200, 1999
-    askers = list(range(1201, 1501))  # three sweep pages
+    askers = list(range(1201, 1241))  # four sweep pages
     await set_private(stub, user, True)
-    for start in range(0, len(askers), 50):
-        await asyncio.gather(*(follow(stub, a, user) for a in askers[start : start + 50]))
+    await asyncio.gather(*(follow(stub, a, user) for a in askers))
     async with stub_for(server.port) as sweeper:
         sweep = asyncio.create_task(set_private(sweeper, user, False))
         await eventually(lambda: ids(truth, Direction.FOLLOWERS, user), lambda got: len(got) > 0, interval=0.005)

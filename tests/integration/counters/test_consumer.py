@@ -233,7 +233,7 @@ async def follow_all(stub: pb_grpc.SocialGraphServiceStub, graph: Graph, pairs: 
 # -- crash and restart -----------------------------------------------------------------------
 
 
-KILLS = 5
+KILLS = 3
 """Incarnations of the consumer cancelled, each at a random moment after its first commit."""
 
 
