@@ -95,8 +95,12 @@ def _branches(value: Any) -> list[Any]:
 
 
 def _touches_dynamodb(action: str) -> bool:
-    """``dynamodb:X``, or a pattern that matches DynamoDB actions (``*``, ``dynamo*:*``)."""
-    return action.lower().startswith("dynamodb:") or fnmatch.fnmatchcase("dynamodb:getitem", action.lower())
+    """``dynamodb:X``, or a pattern that matches some DynamoDB action (``*``, ``dynamo*:*``, ``*:Scan``)."""
+    lowered = action.lower()
+    service = lowered.partition(":")[0]
+    if lowered.startswith("dynamodb:") or fnmatch.fnmatchcase("dynamodb:getitem", lowered):
+        return True
+    return ("*" in lowered or "?" in lowered) and fnmatch.fnmatchcase("dynamodb", service or "*")
 
 
 def _resource_grants(resource: Any, tables: dict[str, str], where: str) -> list[tuple[str, str]]:
@@ -128,7 +132,10 @@ def _resource_grants(resource: Any, tables: dict[str, str], where: str) -> list[
 def _statement_grants(statement: dict[str, Any], tables: dict[str, str], where: str) -> set[Grant]:
     if "NotAction" in statement or "NotResource" in statement:
         raise TemplateShapeError(f"{where}: NotAction/NotResource cannot be checked for least privilege")
-    actions = [a for a in _as_list(statement.get("Action", [])) if isinstance(a, str)]
+    actions = _as_list(statement.get("Action", []))
+    computed = [a for a in actions if not isinstance(a, str)]
+    if computed:
+        raise TemplateShapeError(f"{where}: actions computed by intrinsic functions cannot be checked: {computed!r}")
     dynamodb = [a for a in actions if _touches_dynamodb(a)]
     if not dynamodb:
         return set()

@@ -567,13 +567,15 @@ async def test_a_sweep_overtaken_by_set_privacy_private_accepts_no_later_request
     """SetPrivacy(false) sweeping many requests, then SetPrivacy(true) returns while the sweep still
     runs, then a new follower asks: that new request is never accepted by the older sweep."""
     user, late = 1200, 1999
-    askers = list(range(1201, 1241))  # four sweep pages
+    askers = list(range(1201, 1301))  # ten sweep pages
     await set_private(stub, user, True)
-    await asyncio.gather(*(follow(stub, a, user) for a in askers))
+    for start in range(0, len(askers), 50):
+        await asyncio.gather(*(follow(stub, a, user) for a in askers[start : start + 50]))
     async with stub_for(server.port) as sweeper:
         sweep = asyncio.create_task(set_private(sweeper, user, False))
         await eventually(lambda: ids(truth, Direction.FOLLOWERS, user), lambda got: len(got) > 0, interval=0.005)
-        await set_private(stub, user, True)  # returns while the sweep is still running
+        await set_private(stub, user, True)
+        assert not sweep.done(), "the sweep ended before SetPrivacy(true): the race this test is about did not happen"
         assert await follow(stub, late, user) == REQUESTED
         await sweep
     for name, reader in readers(stub, truth).items():
