@@ -13,7 +13,6 @@ import asyncio
 import importlib
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from relay.lambda_batches import RelayBatches
 from tests.deploy.test_kubernetes import OVERDUE_SECONDS, SECRET_SETTINGS, SETTINGS
 from tests.support.cfn_roles import load_template
 from tests.support.cfn_roles import referenced_id as ref_name
-from tests.support.commands import REPO, socialgraph
+from tests.support.commands import REPO, command_environment, socialgraph
 from tests.support.servers import STREAMED_ENDPOINTS
 from tests.support.tables import drop_tables
 
@@ -258,25 +257,13 @@ def linters() -> Iterator[Linters]:
 # -- the tables -----------------------------------------------------------------------------------
 
 
-def command_env(dynamodb_local: str, table_prefix: str) -> dict[str, str]:
-    """The environment of a ``socialgraph`` command run on DynamoDB Local's tables of ``table_prefix``."""
-    return {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
-        "SG_DYNAMODB_ENDPOINT": dynamodb_local,
-        "SG_TABLE_PREFIX": table_prefix,
-        "SG_LOG_LEVEL": "error",
-    }
-
-
 @pytest.fixture(scope="module")
 def made_by_create_tables(dynamodb_local: str) -> Iterator[tuple[Settings, dict[str, dict[str, Any]]]]:
     """``socialgraph create-tables`` run on DynamoDB Local, and how DynamoDB describes each table it made
     (``Table`` of DescribeTable, plus ``TimeToLive`` of DescribeTimeToLive)."""
     settings = Settings(dynamodb_endpoint=dynamodb_local, table_prefix=f"a{uuid.uuid4().hex[:10]}_")
     STREAMED_ENDPOINTS.add(dynamodb_local)  # the tables get streams
-    env = command_env(dynamodb_local, settings.table_prefix)
+    env = command_environment(settings, SG_LOG_LEVEL="error")
     try:
         done = socialgraph(env, "create-tables")
         assert done.returncode == 0, done.stderr
@@ -381,7 +368,7 @@ def test_create_tables_protects_tables_that_exist(dynamodb_local: str) -> None:
     unknown operation, and the command goes on without it.)"""
     settings = Settings(dynamodb_endpoint=dynamodb_local, table_prefix=f"b{uuid.uuid4().hex[:10]}_")
     STREAMED_ENDPOINTS.add(dynamodb_local)
-    env = command_env(dynamodb_local, settings.table_prefix)
+    env = command_environment(settings, SG_LOG_LEVEL="error")
     client = boto3.client("dynamodb", endpoint_url=dynamodb_local, region_name=settings.aws_region)
     try:
         asyncio.run(ensure_tables(settings))

@@ -46,7 +46,7 @@ DASHBOARD = REPO / "deploy" / "grafana" / "socialgraph.json"
 OPERATING = REPO / "docs" / "operating.md"
 JOBS = ("serve", "counters", "relay", "fanout")
 """The job names the rules expect (the PodMonitor's, deploy/kubernetes/components/prometheus-operator)."""
-REMEDY = "install Debian's prometheus package: ./scripts/test does (socialgraph_devstack.install.ensure_prometheus)"
+REMEDY = "install Debian's prometheus package: ./scripts/test does (socialgraph_devstack.install.ensure_test_tools)"
 GRAFANA_VARIABLES = re.compile(r"\$\{?(__rate_interval|__interval|__range)\}?")
 CONCRETE = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
 """What Grafana would put there (a rate interval of at least four scrapes; this test's calls are

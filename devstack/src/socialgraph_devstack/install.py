@@ -27,8 +27,6 @@ __all__ = [
     "dynamodb_local_jar",
     "ensure_checkov",
     "ensure_dynamodb_local",
-    "ensure_podman",
-    "ensure_prometheus",
     "ensure_redis",
     "ensure_s3rver",
     "ensure_test_tools",
@@ -89,41 +87,10 @@ def ensure_redis() -> str:
     return found
 
 
-def ensure_prometheus() -> tuple[str, str]:
-    """Paths of ``prometheus`` and ``promtool``, installing Debian's ``prometheus`` package (as root)
-    if either is missing. tests/deploy/test_prometheus.py runs both against deploy/prometheus.
-
-    Without its recommended node exporter: the tests start Prometheus themselves and scrape only
-    the project's processes."""
-    found = shutil.which("prometheus"), shutil.which("promtool")
-    if found[0] and found[1]:
-        return found[0], found[1]
-    log.info("installing_prometheus")
-    _apt_install("prometheus", recommends=False)
-    server, tool = shutil.which("prometheus"), shutil.which("promtool")
-    if not server or not tool:
-        raise RuntimeError("prometheus or promtool is still missing after apt-get install")
-    return server, tool
-
-
 PODMAN_TOOLS = ("podman", "runc", "mmdebstrap")
 """What ``scripts/image`` builds and runs the container image with (tests/deploy/test_image.py):
 podman, the runc runtime (Debian's podman brings crun, which these machines refuse), and mmdebstrap,
 which makes the image's base from Debian's packages when no container registry can be reached."""
-
-
-def ensure_podman() -> str:
-    """Path of podman, installing Debian's ``podman``, ``runc`` and ``mmdebstrap`` packages (as root)
-    when any of them is missing. Without their recommends: the builds run as root with the host's
-    network, and need neither rootless helpers nor a container init."""
-    missing = [tool for tool in PODMAN_TOOLS if not shutil.which(tool)]
-    if missing:
-        log.info("installing_podman", missing=missing)
-        _apt_install(*missing, recommends=False)
-    found = shutil.which("podman")
-    if not found or not all(shutil.which(tool) for tool in PODMAN_TOOLS):
-        raise RuntimeError(f"{', '.join(PODMAN_TOOLS)}: still missing after apt-get install")
-    return found
 
 
 def _checkov_stamp() -> str:
