@@ -1,1 +1,1 @@
-"""The gRPC API process: servicers, the service layer with the graph rules, interceptors, the server."""
+"""The gRPC edge of the API process: servicers, interceptors (auth, metrics, errors), TLS, the server."""

@@ -19,10 +19,10 @@ from socialgraph.v1 import timeline_pb2, timeline_pb2_grpc
 
 from graph_service.api.auth import Authenticator
 from graph_service.api.interceptors import RequestInterceptor
-from graph_service.api.service import GraphService
 from graph_service.api.servicer import SocialGraphServicer
-from graph_service.api.timeline_service import TimelineService
 from graph_service.api.timeline_servicer import TimelineServicer
+from graph_service.rules.graph import GraphRules
+from graph_service.rules.home_timeline import TimelineService
 from graph_service.settings import PortInUse
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.rpc import RpcMetrics
@@ -52,7 +52,7 @@ class GrpcServer:
 
 async def start_grpc_server(
     address: str,
-    graph: GraphService,
+    graph: GraphRules,
     timeline: TimelineService,
     *,
     grace_seconds: float,

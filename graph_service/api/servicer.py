@@ -1,21 +1,19 @@
-"""Thin gRPC handlers: decode the request, call the service layer, encode the response.
+"""Thin gRPC handlers: decode the request, call the rule (``graph_service/rules``), encode the response.
 
 Errors are raised as domain errors and mapped once, in ``interceptors.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
-from graph_service.api.identity_memo import IdentityMemo
-from graph_service.api.paging import Page
-from graph_service.api.service import REPLIES_REMEMBERED, GraphService
+from graph_service.api.first_page_replies import FirstPageReplies
 from graph_service.domain.models import Direction, Edge, FollowState
 from graph_service.domain.times import to_timestamp
+from graph_service.rules.graph import GraphRules
 
 __all__ = ["SocialGraphServicer"]
 
@@ -31,62 +29,57 @@ def _entries(edges: list[Edge]) -> list[pb.FollowEntry]:
     return [pb.FollowEntry(user_id=edge.user_id, followed_at=to_timestamp(edge.at_us)) for edge in edges]
 
 
-R = TypeVar("R")
-
-
-def _first_page_reply(memo: IdentityMemo[R], request: Any, page: Page, build: Callable[[], R]) -> R:
-    """``build()``, remembered for a first page (the only kind the near cache hands out again)."""
-    return build() if request.page_token else memo.get(request.user_id, page, build)
-
-
 class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
-    def __init__(self, service: GraphService) -> None:
-        self._service = service
-        # Replies by the page they were built from: a near-cache hit's page comes back as the same
-        # object, and so does its reply (``identity_memo.py``). Replies are never changed once built.
-        self._followers: IdentityMemo[pb.ListFollowersResponse] = IdentityMemo(REPLIES_REMEMBERED)
-        self._following: IdentityMemo[pb.ListFollowingResponse] = IdentityMemo(REPLIES_REMEMBERED)
+    def __init__(self, rules: GraphRules) -> None:
+        self._follows = rules.follows
+        self._requests = rules.requests
+        self._blocks = rules.blocks
+        self._queries = rules.queries
+        self._known = rules.known
+        self._suggestions = rules.suggestions
+        self._followers: FirstPageReplies[pb.ListFollowersResponse] = FirstPageReplies()
+        self._following: FirstPageReplies[pb.ListFollowingResponse] = FirstPageReplies()
 
     async def Follow(self, request: pb.FollowRequest, context: Context) -> pb.FollowResponse:
-        state = await self._service.follow(request.follower_id, request.followee_id)
+        state = await self._follows.follow(request.follower_id, request.followee_id)
         return pb.FollowResponse(state=_STATES[state])
 
     async def Unfollow(self, request: pb.UnfollowRequest, context: Context) -> pb.UnfollowResponse:
-        await self._service.unfollow(request.follower_id, request.followee_id)
+        await self._follows.unfollow(request.follower_id, request.followee_id)
         return pb.UnfollowResponse()
 
     async def IsFollowing(self, request: pb.IsFollowingRequest, context: Context) -> pb.IsFollowingResponse:
-        following = await self._service.is_following(request.follower_id, request.followee_id)
+        following = await self._queries.is_following(request.follower_id, request.followee_id)
         return pb.IsFollowingResponse(following=following)
 
     async def ListFollowers(self, request: pb.ListFollowersRequest, context: Context) -> pb.ListFollowersResponse:
-        page = await self._service.list_edges(
+        page = await self._queries.list_edges(
             Direction.FOLLOWERS, request.user_id, request.page_size, request.page_token
         )
-        return _first_page_reply(
-            self._followers,
-            request,
+        return self._followers.reply(
+            request.user_id,
+            request.page_token,
             page,
             lambda: pb.ListFollowersResponse(followers=_entries(page.entries), next_page_token=page.next_page_token),
         )
 
     async def ListFollowing(self, request: pb.ListFollowingRequest, context: Context) -> pb.ListFollowingResponse:
-        page = await self._service.list_edges(
+        page = await self._queries.list_edges(
             Direction.FOLLOWING, request.user_id, request.page_size, request.page_token
         )
-        return _first_page_reply(
-            self._following,
-            request,
+        return self._following.reply(
+            request.user_id,
+            request.page_token,
             page,
             lambda: pb.ListFollowingResponse(following=_entries(page.entries), next_page_token=page.next_page_token),
         )
 
     async def GetCounts(self, request: pb.GetCountsRequest, context: Context) -> pb.GetCountsResponse:
-        counts = await self._service.get_counts(request.user_id)
+        counts = await self._queries.get_counts(request.user_id)
         return pb.GetCountsResponse(followers_count=counts.followers, following_count=counts.following)
 
     async def BatchGetCounts(self, request: pb.BatchGetCountsRequest, context: Context) -> pb.BatchGetCountsResponse:
-        rows = await self._service.batch_get_counts(list(request.user_ids))
+        rows = await self._queries.batch_get_counts(list(request.user_ids))
         return pb.BatchGetCountsResponse(
             counts=[pb.UserCounts(user_id=u, followers_count=c.followers, following_count=c.following) for u, c in rows]
         )
@@ -94,7 +87,7 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def GetRelationships(
         self, request: pb.GetRelationshipsRequest, context: Context
     ) -> pb.GetRelationshipsResponse:
-        rows = await self._service.get_relationships(request.actor_id, list(request.target_ids))
+        rows = await self._queries.get_relationships(request.actor_id, list(request.target_ids))
         return pb.GetRelationshipsResponse(
             relationships=[
                 pb.Relationship(
@@ -113,7 +106,7 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def ListKnownFollowers(
         self, request: pb.ListKnownFollowersRequest, context: Context
     ) -> pb.ListKnownFollowersResponse:
-        page = await self._service.list_known_followers(
+        page = await self._known.list_known_followers(
             request.viewer_id, request.user_id, request.page_size, request.page_token
         )
         return pb.ListKnownFollowersResponse(followers=_entries(page.entries), next_page_token=page.next_page_token)
@@ -121,25 +114,25 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def ListMutualFollows(
         self, request: pb.ListMutualFollowsRequest, context: Context
     ) -> pb.ListMutualFollowsResponse:
-        page = await self._service.list_mutual_follows(request.user_id, request.page_size, request.page_token)
+        page = await self._known.list_mutual_follows(request.user_id, request.page_size, request.page_token)
         return pb.ListMutualFollowsResponse(
             users=[pb.UserRef(user_id=e.user_id) for e in page.entries], next_page_token=page.next_page_token
         )
 
     async def SuggestFollows(self, request: pb.SuggestFollowsRequest, context: Context) -> pb.SuggestFollowsResponse:
-        found = await self._service.suggest_follows(request.user_id, request.limit)
+        found = await self._suggestions.suggest_follows(request.user_id, request.limit)
         return pb.SuggestFollowsResponse(
             suggestions=[pb.Suggestion(user_id=s.user_id, score=s.score, mutual_count=s.mutual_count) for s in found]
         )
 
     async def SetPrivacy(self, request: pb.SetPrivacyRequest, context: Context) -> pb.SetPrivacyResponse:
-        await self._service.set_privacy(request.user_id, request.private)
+        await self._requests.set_privacy(request.user_id, request.private)
         return pb.SetPrivacyResponse()
 
     async def ListFollowRequests(
         self, request: pb.ListFollowRequestsRequest, context: Context
     ) -> pb.ListFollowRequestsResponse:
-        page = await self._service.list_requests(request.user_id, request.page_size, request.page_token)
+        page = await self._requests.list_requests(request.user_id, request.page_size, request.page_token)
         return pb.ListFollowRequestsResponse(
             requests=[
                 pb.FollowRequestEntry(user_id=e.user_id, requested_at=to_timestamp(e.at_us)) for e in page.entries
@@ -150,23 +143,23 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def AcceptFollowRequest(
         self, request: pb.AcceptFollowRequestRequest, context: Context
     ) -> pb.AcceptFollowRequestResponse:
-        await self._service.accept_request(request.user_id, request.requester_id)
+        await self._requests.accept_request(request.user_id, request.requester_id)
         return pb.AcceptFollowRequestResponse()
 
     async def RejectFollowRequest(
         self, request: pb.RejectFollowRequestRequest, context: Context
     ) -> pb.RejectFollowRequestResponse:
-        await self._service.reject_request(request.user_id, request.requester_id)
+        await self._requests.reject_request(request.user_id, request.requester_id)
         return pb.RejectFollowRequestResponse()
 
     async def Block(self, request: pb.BlockRequest, context: Context) -> pb.BlockResponse:
-        await self._service.block(request.blocker_id, request.blocked_id)
+        await self._blocks.block(request.blocker_id, request.blocked_id)
         return pb.BlockResponse()
 
     async def Unblock(self, request: pb.UnblockRequest, context: Context) -> pb.UnblockResponse:
-        await self._service.unblock(request.blocker_id, request.blocked_id)
+        await self._blocks.unblock(request.blocker_id, request.blocked_id)
         return pb.UnblockResponse()
 
     async def RemoveFollower(self, request: pb.RemoveFollowerRequest, context: Context) -> pb.RemoveFollowerResponse:
-        await self._service.remove_follower(request.user_id, request.follower_id)
+        await self._follows.remove_follower(request.user_id, request.follower_id)
         return pb.RemoveFollowerResponse()

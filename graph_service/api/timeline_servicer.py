@@ -7,7 +7,7 @@ from typing import Any
 from socialgraph.v1 import timeline_pb2 as pb
 from socialgraph.v1 import timeline_pb2_grpc as pb_grpc
 
-from graph_service.api.timeline_service import TimelineService
+from graph_service.rules.home_timeline import TimelineService
 
 __all__ = ["TimelineServicer"]
 

@@ -10,9 +10,6 @@ import structlog
 
 from graph_service.api.auth import CallersFile
 from graph_service.api.server import GrpcServer, start_grpc_server
-from graph_service.api.service import GraphService
-from graph_service.api.suggestions import Suggester
-from graph_service.api.timeline_service import TimelineService
 from graph_service.api.tls import server_credentials
 from graph_service.cache.cached_graph import CachedGraphReads
 from graph_service.cache.graph_cache import GraphCache
@@ -22,8 +19,12 @@ from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, Rela
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.entrypoints.components import build_cache_lease, build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
+from graph_service.entrypoints.rule_limits import rule_limits
 from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
 from graph_service.redis_client.connect import graph_cache_redis
+from graph_service.rules.graph import graph_rules
+from graph_service.rules.home_timeline import TimelineService
+from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
 from graph_service.telemetry.cache import CacheMetrics, LeaseMetrics, NearCacheMetrics
@@ -159,11 +160,12 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     if budget is not None:
         closers.append(budget.aclose)
     closers += [_closing(dynamo), metrics.aclose]
-    suggester = Suggester(reads, bulk_lists, relationships, cache, settings)
-    graph = GraphService(
-        store, changes, reads, relationships, suggester, settings, budget=budget if budget is not None else Unlimited()
+    bounds = rule_limits(settings)
+    suggester = Suggester(reads, bulk_lists, relationships, cache, bounds)
+    graph = graph_rules(
+        store, changes, reads, relationships, suggester, bounds, budget=budget if budget is not None else Unlimited()
     )
-    timeline = TimelineService(timelines, DynamoTweetStore(dynamo, settings), relationships, settings)
+    timeline = TimelineService(timelines, DynamoTweetStore(dynamo, settings), relationships, bounds)
     try:
         grpc = await start_grpc_server(
             settings.grpc_address,

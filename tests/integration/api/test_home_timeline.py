@@ -23,12 +23,12 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph_devstack.processes import free_port, start_redis
 
 from fanout.applier import Fanout
-from graph_service.api.page_tokens import PageTokenCodec
 from graph_service.domain.models import Edge
 from graph_service.domain.tweet_ids import created_at_us
 from graph_service.entrypoints.fanout import build_fanout
 from graph_service.entrypoints.server import ServerRuntime
 from graph_service.events.records import Follow, TweetPosted
+from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.settings import Settings
 from graph_service.timelines import keys
 from graph_service.timelines.timeline_store import TimelineStore

@@ -453,7 +453,7 @@ async def test_accept_racing_withdraw_or_reject_leaves_an_edge_counted_once_or_n
 def small_sweeps(monkeypatch: pytest.MonkeyPatch) -> None:
     """SetPrivacy(false) accepts pending requests 10 at a time (100 in production), so a sweep of
     several batches needs tens of requests, not hundreds (the servers here run in this process)."""
-    monkeypatch.setattr("graph_service.api.service.SWEEP_BATCH", 10)
+    monkeypatch.setattr("graph_service.rules.requests.SWEEP_BATCH", 10)
 
 
 async def test_set_privacy_public_accepts_every_pending_request_and_private_keeps_followers(

@@ -24,8 +24,8 @@ import redis
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph_devstack.processes import ManagedProcess
 
-from graph_service.api.page_tokens import PageTokenCodec
 from graph_service.domain.models import Direction, Edge
+from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.settings import Settings
 from tests.support.graph_calls import Flags, Model, Stub, ids, rejected, relationships, requests_of, truth_stub
 from tests.support.runtimes import make_settings, running_server, stub_for

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph_service.api.author_memo import AuthorMemo
+from graph_service.rules.author_memo import AuthorMemo
 
 
 def test_remembered_authors_are_known_and_others_are_not() -> None:

@@ -13,14 +13,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from graph_service.api.author_memo import AuthorMemo
-from graph_service.api.page_tokens import PageTokenCodec
-from graph_service.api.paging import page_size
 from graph_service.domain.errors import TimelineUnavailable
 from graph_service.domain.ids import require_id
 from graph_service.domain.models import TweetCursor
 from graph_service.domain.ports import RelationshipReads, TimelineReads, TweetAuthors
-from graph_service.settings import Settings
+from graph_service.rules.author_memo import AuthorMemo
+from graph_service.rules.limits import RuleLimits
+from graph_service.rules.page_tokens import PageTokenCodec
+from graph_service.rules.paging import page_size
 
 __all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "TimelinePage", "TimelineService"]
 
@@ -45,14 +45,14 @@ class TimelineService:
         timelines: TimelineReads | None,
         tweets: TweetAuthors,
         graph: RelationshipReads,
-        settings: Settings,
+        limits: RuleLimits,
     ) -> None:
         """``timelines`` is None when Redis is switched off: then every call is ``TIMELINE_UNAVAILABLE``."""
         self._timelines = timelines
         self._tweets = tweets
         self._graph = graph
-        self._tokens = PageTokenCodec(*settings.page_token_secrets)
-        self._celebrity_refresh = settings.celebrity_refresh_seconds
+        self._tokens = PageTokenCodec(*limits.page_token_secrets)
+        self._celebrity_refresh = limits.celebrity_refresh_seconds
         self._celebrity_copy: tuple[float, list[int]] = (0.0, [])
         self._author_memo = AuthorMemo(AUTHOR_MEMO_ENTRIES)
 

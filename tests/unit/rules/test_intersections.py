@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from graph_service.api.service import GraphService
-from graph_service.api.suggestions import Suggester
 from graph_service.cache.write_through import NoGraphCache
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage
+from graph_service.entrypoints.rule_limits import rule_limits
 from graph_service.limits.follow_budget import Unlimited
+from graph_service.rules.graph import GraphRules, graph_rules
+from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
 from tests.support.fakes.graph import FakeGraph
 
@@ -53,9 +54,10 @@ class CountingReads:
         return await self._inner.is_private(user_id)
 
 
-def make_service(graph: FakeGraph, reads: CountingReads, settings: Settings) -> GraphService:
-    suggester = Suggester(reads, reads, graph, None, settings)
-    return GraphService(graph, NoGraphCache(), reads, graph, suggester, settings, budget=Unlimited())
+def make_service(graph: FakeGraph, reads: CountingReads, settings: Settings) -> GraphRules:
+    limits = rule_limits(settings)
+    suggester = Suggester(reads, reads, graph, None, limits)
+    return graph_rules(graph, NoGraphCache(), reads, graph, suggester, limits, budget=Unlimited())
 
 
 async def test_candidate_load_gives_up_past_the_limit_when_counts_lag() -> None:
@@ -67,15 +69,15 @@ async def test_candidate_load_gives_up_past_the_limit_when_counts_lag() -> None:
     service = make_service(graph, proxy, replace(SETTINGS, intersection_candidate_limit=3))
     user, viewer = 1, 2
     for fan in range(10, 20):
-        await service.follow(fan, user)
-    await service.follow(viewer, 10)
+        await service.follows.follow(fan, user)
+    await service.follows.follow(viewer, 10)
     graph.settle_counts()
-    counted = {u: (c.followers, c.following) for u, c in await service.batch_get_counts([user, viewer])}
+    counted = {u: (c.followers, c.following) for u, c in await service.queries.batch_get_counts([user, viewer])}
     assert counted == {user: (10, 0), viewer: (0, 1)}
     for known in (11, 12, 13, 14):  # not counted: the counters lag
-        await service.follow(viewer, known)
+        await service.follows.follow(viewer, known)
     proxy.reset()
-    page = await service.list_known_followers(viewer, user, 0, "")
+    page = await service.known.list_known_followers(viewer, user, 0, "")
     assert [e.user_id for e in page.entries] == [14, 13, 12, 11, 10]
     assert page.next_page_token == ""
     assert proxy.listed[(Direction.FOLLOWING, viewer)] == 1  # tried the candidates once, gave up
@@ -113,11 +115,11 @@ async def test_intersections_iterate_only_the_smaller_side() -> None:
     pairs += [(user, a) for a in user_follows] + [(f, big_viewer) for f in big_viewer_fans]
     rng.shuffle(pairs)
     for a, b in pairs:
-        await service.follow(a, b)
+        await service.follows.follow(a, b)
     graph.settle_counts()
 
     want = {user: (1100, 5), viewer: (0, 5), big_viewer: (4, 600), small_user: (8, 0)}
-    counted = {u: (c.followers, c.following) for u, c in await service.batch_get_counts(list(want))}
+    counted = {u: (c.followers, c.following) for u, c in await service.queries.batch_get_counts(list(want))}
     assert counted == want
 
     async def expected(list_owner: int, ids: Iterable[int]) -> list[Edge]:
@@ -128,7 +130,7 @@ async def test_intersections_iterate_only_the_smaller_side() -> None:
         # (what, call, the list that may be listed, the list never listed, lookups into, max lookup size, answer)
         (
             "known: viewer follows 5, user has 1,100 followers",
-            lambda n, t: service.list_known_followers(viewer, user, n, t),
+            lambda n, t: service.known.list_known_followers(viewer, user, n, t),
             (Direction.FOLLOWING, viewer),
             (Direction.FOLLOWERS, user),
             (Direction.FOLLOWERS, user),
@@ -137,7 +139,7 @@ async def test_intersections_iterate_only_the_smaller_side() -> None:
         ),
         (
             "known: viewer follows 600, user has 8 followers",
-            lambda n, t: service.list_known_followers(big_viewer, small_user, n, t),
+            lambda n, t: service.known.list_known_followers(big_viewer, small_user, n, t),
             (Direction.FOLLOWERS, small_user),
             (Direction.FOLLOWING, big_viewer),
             (Direction.FOLLOWING, big_viewer),
@@ -146,7 +148,7 @@ async def test_intersections_iterate_only_the_smaller_side() -> None:
         ),
         (
             "mutual: follows 5, 1,100 followers",
-            lambda n, t: service.list_mutual_follows(user, n, t),
+            lambda n, t: service.known.list_mutual_follows(user, n, t),
             (Direction.FOLLOWING, user),
             (Direction.FOLLOWERS, user),
             (Direction.FOLLOWERS, user),
@@ -155,7 +157,7 @@ async def test_intersections_iterate_only_the_smaller_side() -> None:
         ),
         (
             "mutual: follows 600, 4 followers",
-            lambda n, t: service.list_mutual_follows(big_viewer, n, t),
+            lambda n, t: service.known.list_mutual_follows(big_viewer, n, t),
             (Direction.FOLLOWERS, big_viewer),
             (Direction.FOLLOWING, big_viewer),
             (Direction.FOLLOWING, big_viewer),
@@ -184,17 +186,17 @@ async def test_a_page_token_holds_when_the_next_page_takes_the_other_path() -> N
     service = make_service(graph, proxy, SETTINGS)
     user, viewer = 1, 2
     for fan in range(10, 30):
-        await service.follow(fan, user)
+        await service.follows.follow(fan, user)
     known = [12, 17, 21, 25, 28]
     for fan in known:
-        await service.follow(viewer, fan)
+        await service.follows.follow(viewer, fan)
     graph.settle_counts()  # viewer follows 5 < 20 followers: the candidate path
-    first = await service.list_known_followers(viewer, user, 2, "")
+    first = await service.known.list_known_followers(viewer, user, 2, "")
     assert proxy.listed[(Direction.FOLLOWERS, user)] == 0
     graph.set_counts(viewer, Counts(following=500))  # now the viewer looks bigger: the follower walk
     proxy.reset()
     rest = await service_walk(
-        lambda token: service.list_known_followers(viewer, user, 2, token or first.next_page_token)
+        lambda token: service.known.list_known_followers(viewer, user, 2, token or first.next_page_token)
     )
     assert proxy.listed[(Direction.FOLLOWERS, user)] >= 1
     assert [e.user_id for e in [*first.entries, *rest]] == sorted(

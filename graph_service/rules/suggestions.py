@@ -19,13 +19,17 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from graph_service.domain.errors import InvalidLimit
+from graph_service.domain.ids import require_id
 from graph_service.domain.models import Direction
 from graph_service.domain.ports import ListReads, RelationshipReads, SuggestionCache
-from graph_service.settings import Settings
+from graph_service.rules.limits import RuleLimits
 
-__all__ = ["MAX_SUGGESTIONS", "Suggester", "Suggestion"]
+__all__ = ["DEFAULT_SUGGESTIONS", "MAX_SUGGESTIONS", "Suggester", "Suggestion"]
 
 MAX_SUGGESTIONS = 100
+DEFAULT_SUGGESTIONS = 20
+"""Suggestions of a request that says 0."""
 CHECK_BATCH = 100
 
 
@@ -43,7 +47,7 @@ class Suggester:
         bulk_lists: ListReads,
         relationships: RelationshipReads,
         cache: SuggestionCache | None,
-        settings: Settings,
+        limits: RuleLimits,
     ) -> None:
         """``lists`` reads the user's own followees (a list worth caching whole); ``bulk_lists``
         reads each followee's followees once, so it must not start whole-list cache fills."""
@@ -51,9 +55,16 @@ class Suggester:
         self._bulk_lists = bulk_lists
         self._relationships = relationships
         self._cache = cache
-        self._sample = settings.suggest_followee_sample
-        self._per_followee = settings.suggest_per_followee
-        self._ttl = settings.suggest_cache_ttl_seconds
+        self._sample = limits.suggest_followee_sample
+        self._per_followee = limits.suggest_per_followee
+        self._ttl = limits.suggest_cache_ttl_seconds
+
+    async def suggest_follows(self, user_id: int, limit: int) -> list[Suggestion]:
+        """SuggestFollows: ``limit`` 0 is the default, above ``MAX_SUGGESTIONS`` an error."""
+        require_id(user_id, "user_id")
+        if not 0 <= limit <= MAX_SUGGESTIONS:
+            raise InvalidLimit(limit, MAX_SUGGESTIONS)
+        return await self.suggest(user_id, limit or DEFAULT_SUGGESTIONS)
 
     async def suggest(self, user_id: int, limit: int) -> list[Suggestion]:
         if self._cache is None:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graph_service.api.page_tokens import MAX_TOKEN_LENGTH, PageTokenCodec
 from graph_service.domain.errors import InvalidPageToken
 from graph_service.domain.models import Edge
+from graph_service.rules.page_tokens import MAX_TOKEN_LENGTH, PageTokenCodec
 
 SCOPE = "followers:42"
 CURSOR = Edge(user_id=17, at_us=1_760_000_000_123_456)

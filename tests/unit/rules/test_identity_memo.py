@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph_service.api.identity_memo import IdentityMemo
 from graph_service.domain.models import Edge, EdgePage
+from graph_service.rules.identity_memo import IdentityMemo
 
 
 def test_the_same_object_gets_what_was_built_and_an_equal_one_is_built_again() -> None:

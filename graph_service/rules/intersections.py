@@ -16,10 +16,12 @@ side, except past the limit, where it is a walk of U's followers until the page 
 
 from __future__ import annotations
 
+from graph_service.domain.ids import require_id
 from graph_service.domain.models import Cursor, Direction, Edge, EdgePage
 from graph_service.domain.ports import IntersectionReads
+from graph_service.rules.paging import Page, Pager
 
-__all__ = ["Intersections"]
+__all__ = ["Intersections", "KnownFollowers"]
 
 SCAN_BATCH = 500
 LOAD_PAGE = 1000
@@ -70,3 +72,30 @@ class Intersections:
         if after is not None:
             entries = [e for e in entries if e.position < after.position]
         return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
+
+
+class KnownFollowers:
+    """The two RPCs over ``Intersections``, paged."""
+
+    def __init__(self, intersections: Intersections, pager: Pager) -> None:
+        self._intersections = intersections
+        self._pager = pager
+
+    async def list_known_followers(self, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page:
+        require_id(viewer_id, "viewer_id")
+        require_id(user_id, "user_id")
+        return await self._pager.page(
+            f"known:{viewer_id}:{user_id}",
+            page_size,
+            page_token,
+            lambda n, a: self._intersections.known_followers(user_id, viewer_id, n, a),
+        )
+
+    async def list_mutual_follows(self, user_id: int, page_size: int, page_token: str) -> Page:
+        require_id(user_id, "user_id")
+        return await self._pager.page(
+            f"mutual:{user_id}",
+            page_size,
+            page_token,
+            lambda n, a: self._intersections.known_followers(user_id, user_id, n, a),
+        )

@@ -1,0 +1,65 @@
+"""The graph's reads: IsFollowing, ListFollowers, ListFollowing, GetCounts, BatchGetCounts,
+GetRelationships. Validation and paging here; the reads themselves are strongly consistent
+behind ``GraphReads`` and ``RelationshipReads`` (the caches are kept exact)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from graph_service.domain.errors import BatchTooLarge
+from graph_service.domain.ids import require_id
+from graph_service.domain.models import Counts, Direction, Relationship
+from graph_service.domain.ports import GraphReads, RelationshipReads
+from graph_service.rules.paging import Page, Pager
+
+__all__ = ["GraphQueries", "require_batch"]
+
+
+def require_batch(ids: Sequence[int], field: str, max_size: int) -> None:
+    """A batch RPC's IDs: at most ``max_size``, each a valid ID (the error names its index)."""
+    if len(ids) > max_size:
+        raise BatchTooLarge(len(ids), max_size)
+    for index, value in enumerate(ids):
+        require_id(value, f"{field}[{index}]")
+
+
+class GraphQueries:
+    def __init__(
+        self, reads: GraphReads, relationships: RelationshipReads, pager: Pager, *, max_batch_size: int
+    ) -> None:
+        self._reads = reads
+        self._relationships = relationships
+        self._pager = pager
+        self._max_batch = max_batch_size
+
+    async def is_following(self, follower_id: int, followee_id: int) -> bool:
+        require_id(follower_id, "follower_id")
+        require_id(followee_id, "followee_id")
+        if follower_id == followee_id:
+            return False
+        return await self._reads.is_following(follower_id, followee_id)
+
+    async def list_edges(self, direction: Direction, user_id: int, page_size: int, page_token: str) -> Page:
+        require_id(user_id, "user_id")
+        return await self._pager.page(
+            f"{direction.value}:{user_id}",
+            page_size,
+            page_token,
+            lambda n, a: self._reads.list_edges(direction, user_id, n, a),
+            remember=True,
+        )
+
+    async def get_counts(self, user_id: int) -> Counts:
+        require_id(user_id, "user_id")
+        return (await self._reads.get_counts([user_id]))[user_id]
+
+    async def batch_get_counts(self, user_ids: Sequence[int]) -> list[tuple[int, Counts]]:
+        require_batch(user_ids, "user_ids", self._max_batch)
+        found = await self._reads.get_counts(user_ids) if user_ids else {}
+        return [(u, found[u]) for u in user_ids]
+
+    async def get_relationships(self, actor_id: int, target_ids: Sequence[int]) -> list[tuple[int, Relationship]]:
+        require_id(actor_id, "actor_id")
+        require_batch(target_ids, "target_ids", self._max_batch)
+        found = await self._relationships.relationships(actor_id, target_ids) if target_ids else {}
+        return [(t, found[t]) for t in target_ids]

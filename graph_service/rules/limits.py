@@ -1,0 +1,37 @@
+"""The values the rules read, gathered in one frozen object built by the entry point from
+``Settings`` (``entrypoints/rule_limits.py``): a test or another process builds this, not the
+whole settings object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RuleLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleLimits:
+    page_token_secrets: tuple[str, ...]
+    """Page-token keys, the signing key first (``page_tokens.py``)."""
+    default_page_size: int
+    """Page size of a request that says 0 (AIP-158)."""
+    max_page_size: int
+    """Larger page sizes are clamped to this."""
+    max_batch_size: int
+    """Most IDs a batch RPC accepts."""
+    max_following: int
+    """Most follows plus pending requests of one account (SPEC §7.2); 0: no cap."""
+    follow_rate_limit: int
+    """Follows one actor may make per window (SPEC §7.2); 0: no limit."""
+    follow_rate_window_seconds: int
+    """The sliding window of ``follow_rate_limit``."""
+    intersection_candidate_limit: int
+    """Known followers and mutuals load the viewer's followees into memory only below this."""
+    suggest_followee_sample: int
+    """SuggestFollows looks at this many of the user's most recent followees."""
+    suggest_per_followee: int
+    """... and at this many of each one's most recent followees."""
+    suggest_cache_ttl_seconds: int
+    """How long a ranking is kept (a write of the user drops it at once)."""
+    celebrity_refresh_seconds: float
+    """How long a timeline reader keeps its copy of the celebrity registry."""
