@@ -36,11 +36,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from socialgraph_devstack.processes import free_port, start_redis
 
-from fanout.applier import Fanout
+from fanout.applier import Fanout, FanoutConfig
 from graph_service.domain.models import Cursor, Edge, EdgePage
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
 from graph_service.entrypoints.components import build_timelines
-from graph_service.events.records import TweetPosted
+from graph_service.events.kinds import TweetPosted
 from graph_service.settings import Settings
 from graph_service.timelines import keys, scripts
 
@@ -68,7 +68,8 @@ async def service_rate(settings: Settings, followers: Sequence[int], tweet_id: i
     assert timelines is not None
     try:
         await timelines.load_scripts()
-        fanout = Fanout(MemoryFollowers(followers), timelines, settings)
+        config = FanoutConfig(batch_size=settings.fanout_batch_size, celebrity_threshold=settings.celebrity_threshold)
+        fanout = Fanout(MemoryFollowers(followers), timelines, config)
         started = time.perf_counter()
         written = await fanout.tweet(TweetPosted(tweet_id, AUTHOR, created_at_us(tweet_id)))
         elapsed = time.perf_counter() - started

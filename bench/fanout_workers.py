@@ -6,7 +6,7 @@ Run: .venv/bin/python -m bench.fanout_workers [--authors 40] [--followers 2000] 
 A private stack on free ports in a temp folder: DynamoDB Local (tables from ``create-tables``),
 redis-server and the Kafka-protocol broker (tansu), the topics made by ``create-topics`` with
 SG_TOPIC_PARTITIONS partitions. No serve, counters or relay: the TweetCreated records are produced
-here as the relay encodes them (``tweet_record``: key = tweet ID, the two headers), and the workers
+here as the relay encodes them (``encode``: key = tweet ID, the two headers), and the workers
 are ``python -m graph_service fanout`` processes, each with a metrics port of its own.
 
 Followers (``--followers`` per author, distinct per author, below SG_CELEBRITY_THRESHOLD so every
@@ -72,7 +72,7 @@ from graph_service.domain.times import now_us
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
 from graph_service.entrypoints.components import build_graph_cache
 from graph_service.events.kafka import client_options
-from graph_service.events.records import tweet_record
+from graph_service.events.kinds import TweetPosted, encode
 from graph_service.settings import Settings
 from graph_service.timelines import keys
 
@@ -149,7 +149,7 @@ async def produce(producer: Any, topic: str, records: Sequence[tuple[int, int, i
     """(tweet_id, author_id, partition) all sent, then all acknowledged."""
     pending = []
     for tweet_id, author_id, partition in records:
-        record = tweet_record(tweet_id, author_id, created_at_us(tweet_id))
+        record = encode(TweetPosted(tweet_id, author_id, created_at_us(tweet_id)))
         pending.append(
             await producer.send(topic, record.value, key=record.key, headers=record.headers, partition=partition)
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 from socialgraph_devstack.processes import free_port, port_is_open, start_dynamodb_local, start_redis
 from socialgraph_devstack.stack import local_environment
 
-from graph_service.dynamodb.tables import ensure_tables
+from graph_service.dynamodb.provisioning import ensure_tables
 from graph_service.settings import Settings
 
 __all__ = ["Stack", "closed_loop", "echo_server", "http_get", "private_stack", "start_process", "stop_process"]

@@ -29,11 +29,12 @@ from botocore.exceptions import ClientError
 
 from bench.harness import private_stack
 from graph_service.domain.times import now_us
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, table_specs
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames, table_specs
+from graph_service.entrypoints.importer import run_import
 from graph_service.entrypoints.logging import configure_logging
 from graph_service.operations.import_batches import pack, transaction
 from graph_service.operations.import_rows import RowParser
-from graph_service.operations.importer import ImportOptions, prepare, run_import
+from graph_service.operations.importer import ImportOptions, prepare
 from graph_service.operations.progress import meter
 from graph_service.settings import Settings
 
@@ -42,9 +43,9 @@ def fresh_tables(settings: Settings, prefix: str) -> Settings:
     """The project's tables under ``prefix``, without streams."""
     tables = replace(settings, table_prefix=prefix)
     client = boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region)
-    for spec in table_specs(tables):
+    for spec in table_specs(TableNames(tables.table_prefix)):
         client.create_table(**{k: v for k, v in spec.items() if k != "StreamSpecification"})
-        client.get_waiter("table_exists").wait(TableName=spec["TableName"], WaiterConfig={"Delay": 0.05})  # type: ignore[typeddict-item]
+        client.get_waiter("table_exists").wait(TableName=spec["TableName"], WaiterConfig={"Delay": 0.05})  # type: ignore[typeddict-item]  # the stubs want whole seconds; botocore sleeps any
     return tables
 
 
@@ -72,7 +73,7 @@ def bare(settings: Settings, pairs: list[tuple[int, int]], concurrency: int) -> 
     def send(elements: list[dict[str, Any]]) -> None:
         while True:
             try:
-                client.transact_write_items(TransactItems=elements)  # type: ignore[arg-type]
+                client.transact_write_items(TransactItems=elements)  # type: ignore[arg-type]  # plain dicts, not the stubs' TypedDicts
                 return
             except ClientError as exc:  # a conflict with a concurrent batch on a shared count: again
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":

@@ -42,6 +42,7 @@ from bench.soak_load import MIX, STABLE, TOGGLED, Record, drive, follow_stable, 
 from bench.soak_report import call_table, error_examples, error_split, render
 from bench.soak_stack import SoakStack, soak_stack
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.tweets.tweet_store import DynamoTweetStore
 
 __all__ = ["main", "soak"]
@@ -64,7 +65,7 @@ def per_10s(record: Record) -> list[float]:
 async def soak(stack: SoakStack, args: argparse.Namespace) -> dict[str, Any]:
     graph = plan_graph(args.users, random.Random(args.seed))
     dynamo = AsyncDynamo.build(stack.settings)
-    tweets = DynamoTweetStore(dynamo, stack.settings)
+    tweets = DynamoTweetStore(dynamo, TableNames(stack.settings.table_prefix))
     run_seconds = args.minutes * 60
     try:
         async with grpc.aio.insecure_channel(stack.grpc_target) as channel:

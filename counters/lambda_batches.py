@@ -18,7 +18,6 @@ from counters.applier import CounterApplier, chunk_changes
 from counters.repairs import CacheRepairer
 from graph_service.domain.fences import FenceRejected
 from graph_service.domain.times import now_us
-from graph_service.settings import Settings
 from graph_service.store.changes import edge_changes, touched_pairs
 from graph_service.streams.checkpoints import CheckpointStore
 
@@ -29,9 +28,10 @@ MARKER_TTL_SECONDS = 3 * 86_400
 MAX_EVENTS_PER_CHUNK = 30  # 30 markers + up to 60 users stays within 100 transaction items
 
 
-def lambda_consumer(settings: Settings) -> str:
-    """Checkpoint namespace of the Lambda variant; run it or ``socialgraph counters``, never both."""
-    return f"{settings.counters_consumer_name}-lambda"
+def lambda_consumer(counters_consumer: str) -> str:
+    """Checkpoint namespace of the Lambda variant (``counters_consumer``: ``SG_COUNTERS_CONSUMER_NAME``);
+    run it or ``socialgraph counters``, never both."""
+    return f"{counters_consumer}-lambda"
 
 
 class LambdaBatches:

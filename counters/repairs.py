@@ -9,8 +9,8 @@ import json
 import structlog
 
 from counters.applier import CounterApplier
-from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Counts
+from graph_service.domain.ports import CacheRepairs
 from graph_service.domain.retry import Backoff
 from graph_service.store.changes import EdgeChange
 from graph_service.streams.checkpoints import CheckpointStore
@@ -43,7 +43,7 @@ class CacheRepairer:
 
     def __init__(
         self,
-        cache: GraphCache | None,
+        cache: CacheRepairs | None,
         applier: CounterApplier,
         debts: CheckpointStore | None = None,
         *,

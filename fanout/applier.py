@@ -1,23 +1,33 @@
-"""What one event does to the timelines. Every step is idempotent, so a redelivered event
-changes nothing: the merge script keeps each tweet once, in newest-first order."""
+"""What one event does to the timelines (``Fanout.apply``: the handler of every kind of event).
+Every step is idempotent, so a redelivered event changes nothing: the merge script keeps each tweet
+once, in newest-first order."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import assert_never
 
 import structlog
 
 from graph_service.domain.models import EdgePage
 from graph_service.domain.ports import FollowerSource, TimelineWrites
-from graph_service.events.records import Follow, TweetPosted
-from graph_service.settings import Settings
+from graph_service.events.kinds import Event, Follow, TweetPosted
 from graph_service.telemetry.fanout import FanoutMetrics
 
-__all__ = ["Fanout"]
+__all__ = ["Fanout", "FanoutConfig"]
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FanoutConfig:
+    batch_size: int
+    """SG_FANOUT_BATCH_SIZE: the followers read (and pushed to) per page."""
+    celebrity_threshold: int
+    """SG_CELEBRITY_THRESHOLD: an author with this many followers is pulled at read time, not pushed."""
 
 
 class Fanout:
@@ -25,15 +35,26 @@ class Fanout:
         self,
         graph: FollowerSource,
         timelines: TimelineWrites,
-        settings: Settings,
+        config: FanoutConfig,
         *,
         metrics: FanoutMetrics | None = None,
     ) -> None:
         self._metrics = metrics if metrics is not None else FanoutMetrics()
         self._graph = graph
         self._timelines = timelines
-        self._batch = settings.fanout_batch_size
-        self._threshold = settings.celebrity_threshold
+        self._batch = config.batch_size
+        self._threshold = config.celebrity_threshold
+
+    async def apply(self, event: Event) -> int:
+        """Apply one event of any kind; returns how many home timelines a tweet was pushed to."""
+        match event:
+            case TweetPosted():
+                return await self.tweet(event)
+            case Follow():
+                await self.follow(event)
+                return 0
+            case _:
+                assert_never(event)
 
     async def tweet(self, event: TweetPosted) -> int:
         """Record the tweet as its author's; push it to every follower unless the author is a

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -28,14 +29,13 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaConnectio
 from fanout.applier import Fanout
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
 from graph_service.domain.retry import Backoff, pause, unless_stopped
-from graph_service.events.kafka import client_options
-from graph_service.events.records import TweetPosted, UnreadableEvent, decode
+from graph_service.events.kinds import KINDS, TopicNames, decode, kind_of
+from graph_service.events.records import UnreadableEvent
 from graph_service.events.topics import TopicWatch
-from graph_service.settings import Settings
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.fanout import FanoutMetrics
 
-__all__ = ["FanoutWorker", "Offsets", "WorkerStats"]
+__all__ = ["FanoutWorker", "Offsets", "WorkerConfig", "WorkerStats"]
 
 log = structlog.get_logger(__name__)
 TRANSIENT = (Unavailable, TimelineUnavailable)
@@ -83,10 +83,20 @@ class _Stopped(Exception):
     """A stop was requested while a record was still waiting to be applied."""
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    topics: TopicNames
+    """The name of each event topic; the worker consumes the topics of every kind (``KINDS``)."""
+    group: str
+    """SG_FANOUT_GROUP: the consumer group the workers share."""
+    client_options: Callable[[], dict[str, Any]]
+    """The keyword arguments of a fresh Kafka client (``graph_service.events.kafka.client_options``)."""
+
+
 @dataclass
 class WorkerStats:
     handled: Counter[str] = field(default_factory=Counter)
-    """Events applied, by kind (``tweet``, ``follow``)."""
+    """Events applied, by kind (``EventKind.name``: ``tweet``, ``follow``)."""
     skipped: Counter[str] = field(default_factory=Counter)
     """Records skipped, by reason (``malformed``, ``unknown_type``, ``unknown_version``)."""
     timelines_written: int = 0
@@ -96,7 +106,7 @@ class WorkerStats:
 class FanoutWorker:
     def __init__(
         self,
-        settings: Settings,
+        config: WorkerConfig,
         fanout: Fanout,
         *,
         after_writes: Callable[[Offsets], Awaitable[None]] | None = None,
@@ -105,7 +115,7 @@ class FanoutWorker:
     ) -> None:
         """``after_writes`` runs between a batch's Redis writes and its offset commit (instrumentation;
         the tests crash a worker there); ``topics`` checks the topics (None: not checked)."""
-        self._settings = settings
+        self._config = config
         self._fanout = fanout
         self._after_writes = after_writes
         self.stats = WorkerStats()
@@ -151,13 +161,13 @@ class FanoutWorker:
                     self._committed[tp] = await consumer.position(tp)
 
     def _consumer(self) -> AIOKafkaConsumer:
+        topics = dict.fromkeys(self._config.topics[kind.topic] for kind in KINDS)  # each once, in order
         return AIOKafkaConsumer(
-            self._settings.tweets_topic,
-            self._settings.graph_events_topic,
-            group_id=self._settings.fanout_group,
+            *topics,
+            group_id=self._config.group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            **client_options(self._settings),
+            **self._config.client_options(),
         )
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -187,7 +197,7 @@ class FanoutWorker:
                 first = False
                 self._restart_backoff.reset()
                 self._live = consumer
-                log.info("fanout_started", group=self._settings.fanout_group)
+                log.info("fanout_started", group=self._config.group)
                 try:
                     if await self._consume(consumer, stop):
                         break  # stopped
@@ -323,17 +333,13 @@ class FanoutWorker:
                 offset=record.offset,
             )
             return
+        kind = kind_of(event).name
         backoff = Backoff(base=0.1, cap=5.0)
         while True:
             try:
-                if isinstance(event, TweetPosted):
-                    written = await self._fanout.tweet(event)
-                    self.stats.timelines_written += written
-                    self.metrics.entries_written.inc(written)
-                    kind = "tweet"
-                else:
-                    await self._fanout.follow(event)
-                    kind = "follow"
+                written = await self._fanout.apply(event)
+                self.stats.timelines_written += written
+                self.metrics.entries_written.inc(written)
                 self.stats.handled[kind] += 1
                 self.metrics.events.labels(kind).inc()
                 if backoff.failures:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
-__all__ = ["LOG_LEVELS", "PortInUse", "Settings", "SettingsError"]
+__all__ = ["LOG_LEVELS", "Settings", "SettingsError"]
 
 DEV_PAGE_TOKEN_SECRET = "socialgraph-local-development-secret"  # noqa: S105 - the documented local default
 
@@ -22,10 +22,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 class SettingsError(ValueError):
     """An environment variable holds a value that cannot be used."""
-
-
-class PortInUse(RuntimeError):
-    """A listen address from the settings (gRPC, metrics) could not be bound."""
 
 
 def _bool(raw: str) -> bool:
@@ -212,7 +208,7 @@ class Settings:
             except ValueError as exc:
                 wanted = {bool: "true or false", int: "a whole number", float: "a number"}.get(kind, "valid")
                 raise SettingsError(f"SG_{spec.name.upper()} must be {wanted}, not {raw!r}") from exc
-        settings = cls(**values)  # type: ignore[arg-type]
+        settings = cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type above
         settings.validate()
         return settings
 

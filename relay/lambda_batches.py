@@ -5,8 +5,9 @@ again; so there is no checkpoint here: convert every record, produce every event
 until Kafka acknowledged all of them, and only then return. Any failure raises, and Lambda retries
 the batch: delivery is at least once, as with the ``socialgraph relay`` process, and the fanout's
 merge makes a repeat harmless. One function may take the triggers of both tables: each record's
-``eventSourceARN`` names its table, hence its topic and converter. The handler (building the
-producer once per container) is ``graph_service.entrypoints.relay_lambda.handler``.
+``eventSourceARN`` names its table, hence its topic and converter (its ``relay.sources.Source``).
+The handler (building the producer, and the table -> topic map from the settings, once per
+container) is ``graph_service.entrypoints.relay_lambda.handler``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaProducer
 
-from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
 from graph_service.events.records import OutgoingRecord
-from graph_service.settings import Settings
-from relay.relay import Converter, graph_events, tweet_events
+from relay.sources import Converter
 
 __all__ = ["RelayBatches", "UnknownSource", "table_of"]
 
@@ -46,21 +45,9 @@ class RelayBatches:
     """Stream records of the configured tables -> their events on their topics, acknowledged."""
 
     def __init__(self, producer: AIOKafkaProducer, sources: Mapping[str, tuple[str, Converter]]) -> None:
+        """``sources``: table name (with its prefix) -> (topic name, converter)."""
         self._producer = producer
         self._sources = dict(sources)
-        """Table name -> (topic, converter)."""
-
-    @classmethod
-    def for_settings(cls, producer: AIOKafkaProducer, settings: Settings) -> RelayBatches:
-        """The tables and topics of the process relay: ``tweets`` -> ``SG_TWEETS_TOPIC``,
-        ``followers`` -> ``SG_GRAPH_EVENTS_TOPIC``."""
-        return cls(
-            producer,
-            {
-                settings.table(TWEETS): (settings.tweets_topic, tweet_events),
-                settings.table(FOLLOWERS): (settings.graph_events_topic, graph_events),
-            },
-        )
 
     def _source(self, record: dict[str, Any]) -> tuple[str, Converter]:
         table = table_of(str(record.get("eventSourceARN", "")))

@@ -4,13 +4,12 @@ For each batch of stream records: produce every event, wait until Kafka acknowle
 them (acks=all), then move the shard's checkpoint, recording with it the offsets produced. A crash
 in between produces the batch again on restart; a log that lost acknowledged records is noticed and
 produced again (``relay/log_guard.py``): delivery is at least once and every consumer is idempotent.
+What a table's records become is its ``Source`` (``relay/sources.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import structlog
@@ -21,48 +20,18 @@ from aiokafka.structs import RecordMetadata, TopicPartition
 
 from graph_service.domain.fences import FenceRejected
 from graph_service.domain.retry import Backoff
-from graph_service.domain.tweet_ids import created_at_us
-from graph_service.events.records import OutgoingRecord, follow_record, tweet_record
+from graph_service.events.records import OutgoingRecord
 from graph_service.events.topics import TopicWatch
-from graph_service.store.changes import edge_change
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.reader import ShardReset
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.relay import RelayMetrics
-from graph_service.tweets.tweet_store import parse_tweet
 from relay.log_guard import ACKNOWLEDGEMENT, LogGuard
+from relay.sources import Converter
 
-__all__ = ["Converter", "FetchProbe", "Relay", "graph_events", "tweet_events"]
+__all__ = ["FetchProbe", "Relay"]
 
 log = structlog.get_logger(__name__)
-Converter = Callable[[dict[str, Any]], list[OutgoingRecord]]
-
-
-def tweet_events(record: dict[str, Any]) -> list[OutgoingRecord]:
-    """A new item of the tweets table is a ``TweetCreated``; edits and deletes are not events."""
-    image = record.get("dynamodb", {}).get("NewImage")
-    if record.get("eventName") != "INSERT" or not image:
-        return []
-    tweet = parse_tweet(image)
-    return [tweet_record(tweet.tweet_id, tweet.author_id, created_at_us(tweet.tweet_id))]
-
-
-def _record_time_us(record: dict[str, Any]) -> int:
-    when = record.get("dynamodb", {}).get("ApproximateCreationDateTime")
-    if isinstance(when, datetime):
-        return int(when.timestamp() * 1_000_000)
-    return int(float(when or 0) * 1_000_000)
-
-
-def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
-    """A made or removed edge (its membership item) is a ``FollowEvent``; other items are not."""
-    change = edge_change(record)
-    if change is None:
-        return []
-    # A removal's time is the stream record's, which DynamoDB rounds down (to the second; DynamoDB
-    # Local to the minute): never date it before the follow it undoes.
-    at = change.at_us if change.added else max(_record_time_us(record), change.at_us)
-    return [follow_record(change.follower_id, change.followee_id, change.added, at)]
 
 
 class FetchProbe:

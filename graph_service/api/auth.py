@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
+from socialgraph.v1 import social_graph_pb2, timeline_pb2
 
 from graph_service.api.callers import Caller, CallersFileError, CallerTable
 from graph_service.api.file_stamps import stamp
@@ -21,8 +22,9 @@ from graph_service.domain.errors import MissingScope, Unauthenticated
 __all__ = ["OUR_PACKAGE", "SCOPE_OF", "Authenticator", "CallersFile", "required_scope"]
 
 log = structlog.get_logger(__name__)
-OUR_PACKAGE = "/socialgraph.v1."
-_GRAPH = "/socialgraph.v1.SocialGraphService/"
+OUR_PACKAGE = f"/{social_graph_pb2.DESCRIPTOR.package}."
+_GRAPH = f"/{social_graph_pb2.DESCRIPTOR.services_by_name['SocialGraphService'].full_name}/"
+_TIMELINES = f"/{timeline_pb2.DESCRIPTOR.services_by_name['TimelineService'].full_name}/"
 _READS = (
     "IsFollowing",
     "ListFollowers",
@@ -48,9 +50,10 @@ _WRITES = (
 SCOPE_OF: dict[str, str] = {
     **{_GRAPH + name: "read" for name in _READS},
     **{_GRAPH + name: "write" for name in _WRITES},
-    "/socialgraph.v1.TimelineService/GetHomeTimeline": "read",
+    _TIMELINES + "GetHomeTimeline": "read",
 }
-"""The scope each RPC needs. A ``write`` caller that also reads needs both scopes."""
+"""The scope each RPC needs. A ``write`` caller that also reads needs both scopes. Written out RPC
+by RPC; ``tests/unit/api/test_callers.py`` checks that it names exactly the RPCs the protos declare."""
 
 
 def required_scope(method: str) -> str | None:

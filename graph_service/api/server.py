@@ -21,9 +21,9 @@ from graph_service.api.auth import Authenticator
 from graph_service.api.interceptors import RequestInterceptor
 from graph_service.api.servicer import SocialGraphServicer
 from graph_service.api.timeline_servicer import TimelineServicer
+from graph_service.domain.listening import PortInUse
 from graph_service.rules.graph import GraphRules
 from graph_service.rules.home_timeline import TimelineService
-from graph_service.settings import PortInUse
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.rpc import RpcMetrics
 

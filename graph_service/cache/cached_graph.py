@@ -12,9 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import structlog
 
-from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Counts, Cursor, Direction, Edge, EdgePage, Relationship
-from graph_service.domain.ports import CacheableReads
+from graph_service.domain.ports import CacheableReads, GraphCacheReads
 
 __all__ = ["CachedGraphReads"]
 
@@ -30,7 +29,7 @@ class CachedGraphReads:
     filling a whole list into Redis for a page they read once.
     """
 
-    def __init__(self, store: CacheableReads, cache: GraphCache, *, fill_lists: bool = True) -> None:
+    def __init__(self, store: CacheableReads, cache: GraphCacheReads, *, fill_lists: bool = True) -> None:
         self._store = store
         self.cache = cache
         self._fill_lists = fill_lists

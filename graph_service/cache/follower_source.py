@@ -7,15 +7,14 @@ It never fills the cache: a fanout reads each list once, and filling a list of u
 
 from __future__ import annotations
 
-from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Cursor, Direction, EdgePage
-from graph_service.domain.ports import FollowerSource
+from graph_service.domain.ports import FollowerCache, FollowerSource
 
 __all__ = ["CachedFollowerSource"]
 
 
 class CachedFollowerSource:
-    def __init__(self, store: FollowerSource, cache: GraphCache) -> None:
+    def __init__(self, store: FollowerSource, cache: FollowerCache) -> None:
         self._store = store
         self._cache = cache
 

@@ -258,7 +258,7 @@ class NearCache:
             connection: AbstractConnection | None = None
             heartbeat: asyncio.Task[None] | None = None
             try:
-                connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+                connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
                 parser: Any = connection._parser  # redis-py's parser (hiredis or RESP3): its invalidation hook
                 parser.invalidation_push_handler_func = self._invalidated
                 await connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", f"{keys.PREFIX}:")

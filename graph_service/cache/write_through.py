@@ -3,8 +3,8 @@ or nothing at all when caching is off."""
 
 from __future__ import annotations
 
-from graph_service.cache.graph_cache import GraphCache
 from graph_service.cache.lease import CacheLease
+from graph_service.domain.ports import CacheInvalidations
 
 __all__ = ["CacheWriteThrough", "NoGraphCache"]
 
@@ -16,7 +16,7 @@ class CacheWriteThrough:
     ``CacheLease.settle_failed``, which may refuse it as ``Unavailable``). Without a lease (tests of
     one process) a failed write-through is acknowledged at once."""
 
-    def __init__(self, cache: GraphCache, lease: CacheLease | None = None) -> None:
+    def __init__(self, cache: CacheInvalidations, lease: CacheLease | None = None) -> None:
         self._cache = cache
         self._lease = lease
 

@@ -10,7 +10,7 @@ Rules do not live here: an adapter stores and fetches; the service layer decides
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 from graph_service.domain.fences import CounterUpdate, Fence
@@ -20,6 +20,7 @@ from graph_service.domain.models import (
     Counts,
     Cursor,
     Direction,
+    Edge,
     EdgePage,
     LeaseRecord,
     Made,
@@ -28,17 +29,23 @@ from graph_service.domain.models import (
 )
 
 __all__ = [
+    "CacheInvalidations",
+    "CacheRepairs",
     "CacheableReads",
+    "CountCache",
     "CountReads",
     "CounterTable",
     "EdgeLookup",
     "FollowBudget",
+    "FollowerCache",
     "FollowerSource",
+    "GraphCacheReads",
     "GraphChanges",
     "GraphReads",
     "GraphWrites",
     "IntersectionReads",
     "LeaseRegistry",
+    "ListCache",
     "ListReads",
     "RelationshipReads",
     "SuggestionCache",
@@ -188,6 +195,113 @@ class FollowerSource(Protocol):
 
     async def list_followers(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
         """Up to ``limit`` followers, newest first, strictly after ``after``."""
+        ...
+
+
+class CountCache(Protocol):
+    """The counters' values kept in the graph cache."""
+
+    async def get_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
+        """The cached counts of those users that are cached (none while the cache is not trusted)."""
+        ...
+
+    async def set_counts(self, user_id: int, counts: Counts) -> bool:
+        """Keep the counts unless a version as new is cached; False: Redis failed (a refused older
+        version is True: nothing is owed)."""
+        ...
+
+
+class ListCache(Protocol):
+    """Whole adjacency lists kept in the graph cache, read a page at a time."""
+
+    async def read_list(self, direction: Direction, user_id: int, limit: int, after: Cursor | None) -> EdgePage | None:
+        """A page of a cached whole list (newest first, strictly after ``after``); None on a miss."""
+        ...
+
+
+class FollowerCache(CountCache, ListCache, Protocol):
+    """What the fanout reads of the graph cache (it never fills it)."""
+
+
+class CacheInvalidations(Protocol):
+    """The write side of the graph cache: what a committed write changes in it. False: the change
+    was not delivered (Redis failed). ``write_edge`` (always), ``touch_pair`` and ``drop_private``
+    (when ``essential``: tried even while Redis is thought down) then owe it, and the cache is not
+    trusted by reads until it is delivered; ``invalidate_edge`` owes nothing (it is the retry)."""
+
+    async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> bool:
+        """After a committed follow (``following``) or unfollow of the edge made at ``at_us`` (None:
+        an unfollow that found no edge: only the follow state is dropped)."""
+        ...
+
+    async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool:
+        """After a committed request or block change between ``a`` and ``b``."""
+        ...
+
+    async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:
+        """After a committed privacy change."""
+        ...
+
+    async def invalidate_edge(self, follower_id: int, followee_id: int, *, essential: bool = False) -> bool:
+        """Drop every entry a change of the edge follower -> followee may have made stale (its follow
+        state, the follower's following list, the followee's followers list, both relationships,
+        suggestions and privacy flags) and move both epochs; ``(u, u)``: u's privacy flag."""
+        ...
+
+
+class CacheRepairs(CountCache, Protocol):
+    """What the counters consumer does to the graph cache after committed changes: it repeats from
+    the stream what each replica's write-through did, so a crash or a failed write-through never
+    leaves a stale entry for long."""
+
+    async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
+        """Delete any cached follow state or list that disagrees with the committed change of the edge
+        made at ``at_us`` (a list whose entry was tombstoned by a later unfollow is left alone), drop
+        both relationships and suggestions, and move both epochs (fills under way are refused)."""
+        ...
+
+    async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool: ...
+
+    async def drop_private(self, user_id: int, *, essential: bool = True) -> bool: ...
+
+
+class GraphCacheReads(CountCache, ListCache, Protocol):
+    """What the read-through (``cache/cached_graph.py``) asks of the graph cache. A fill is guarded
+    by an epoch read before the store was: a write that came between moves the epoch, and the fill
+    is refused. An epoch of None means: do not fill (the cache is not trusted now)."""
+
+    @property
+    def list_limit(self) -> int:
+        """Lists longer than this are never cached whole."""
+        ...
+
+    async def epoch(self, user_id: int) -> str | None: ...
+
+    async def privacy_epoch(self, user_id: int) -> str | None:
+        """The epoch of the user's privacy flag (moved only by privacy changes)."""
+        ...
+
+    async def get_follow_state(self, follower_id: int, followee_id: int) -> bool | None: ...
+
+    async def fill_follow_state(self, follower_id: int, followee_id: int, following: bool, seen: str) -> None: ...
+
+    async def fill_list(self, direction: Direction, user_id: int, seen: str, entries: AsyncIterator[Edge]) -> bool:
+        """Keep the whole list (all of ``entries``) unless the epoch moved past ``seen`` or it is
+        longer than ``list_limit``; whether it was kept."""
+        ...
+
+    async def read_relationships(
+        self, actor_id: int, target_ids: Sequence[int]
+    ) -> tuple[dict[int, Relationship], str | None]:
+        """The cached relationships, and the actor's epoch to guard a fill of the rest (None: do not fill)."""
+        ...
+
+    async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None: ...
+
+    async def get_private(self, user_id: int) -> bool | None: ...
+
+    async def fill_private(self, user_id: int, private: bool, seen: str) -> None:
+        """Keep the flag unless the privacy epoch moved past ``seen``."""
         ...
 
 

@@ -47,7 +47,7 @@ def _client(service: str, **kwargs: Any) -> Any:
     with _session_lock:
         if _session is None:
             _session = boto3.session.Session()
-        return _session.client(service, **kwargs)  # type: ignore[call-overload]
+        return _session.client(service, **kwargs)  # type: ignore[call-overload]  # the stubs want a literal service name
 
 
 def boto_kwargs(settings: Settings) -> dict[str, Any]:

@@ -8,13 +8,13 @@ Every retry here is bounded and backs off with jitter; past the bound the call i
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from graph_service.domain.errors import Unavailable
+from graph_service.domain.retry import Backoff
 from graph_service.dynamodb.client import AsyncDynamo, cancellation_codes, error_code
 
 __all__ = [
@@ -37,8 +37,9 @@ CANCELLED = "TransactionCanceledException"
 
 
 async def backoff(attempt: int, *, base: float = 0.01, cap: float = 0.5) -> None:
-    """Full jitter: a random wait below ``base * 2**attempt``, at most ``cap`` seconds."""
-    await asyncio.sleep(min(cap, base * 2**attempt) * random.random())  # noqa: S311 - jitter, not crypto
+    """Full jitter: a random wait below ``base * 2**attempt``, at most ``cap`` seconds (the
+    project's ``Backoff`` with no floor)."""
+    await asyncio.sleep(Backoff(base, cap, floor=0.0).delay(attempt))
 
 
 async def query_all(dynamo: AsyncDynamo, query: Item, *, limit: int | None = None) -> list[Item]:

@@ -23,13 +23,13 @@ declares the same tables; tests/deploy/test_aws_template.py keeps the two equal.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from botocore.exceptions import ClientError
 
 from graph_service.dynamodb.client import AsyncDynamo, error_code
-from graph_service.settings import Settings
 
 __all__ = [
     "CHECKPOINTS",
@@ -38,8 +38,8 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "TWEETS",
     "USERS",
+    "TableNames",
     "create_tables",
-    "ensure_tables",
     "table_specs",
 ]
 
@@ -57,6 +57,18 @@ BACKUPS_WAIT_SECONDS = 300.0
 BACKUPS_RETRY_SECONDS = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class TableNames:
+    """The full names of one deployment's tables: what the adapters need of the settings."""
+
+    prefix: str
+    """Put before every short name (``SG_TABLE_PREFIX``), so several deployments can share an account."""
+
+    def table(self, name: str) -> str:
+        """The full name of one of the project's tables (``name``: its short name, e.g. ``FOLLOWERS``)."""
+        return f"{self.prefix}{name}"
+
+
 def _spec(name: str, keys: list[tuple[str, str, str]], stream: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "TableName": name,
@@ -69,14 +81,14 @@ def _spec(name: str, keys: list[tuple[str, str, str]], stream: bool = False) -> 
     return spec
 
 
-def table_specs(settings: Settings) -> list[dict[str, Any]]:
+def table_specs(tables: TableNames) -> list[dict[str, Any]]:
     edge_keys = [("pk", "N", "HASH"), ("sk", "S", "RANGE")]
     return [
-        _spec(settings.table(FOLLOWERS), edge_keys, stream=True),
-        _spec(settings.table(FOLLOWING), edge_keys),
-        _spec(settings.table(USERS), [("user_id", "N", "HASH")]),
-        _spec(settings.table(CHECKPOINTS), [("consumer", "S", "HASH"), ("shard_id", "S", "RANGE")]),
-        _spec(settings.table(TWEETS), [("tweet_id", "N", "HASH")], stream=True),
+        _spec(tables.table(FOLLOWERS), edge_keys, stream=True),
+        _spec(tables.table(FOLLOWING), edge_keys),
+        _spec(tables.table(USERS), [("user_id", "N", "HASH")]),
+        _spec(tables.table(CHECKPOINTS), [("consumer", "S", "HASH"), ("shard_id", "S", "RANGE")]),
+        _spec(tables.table(TWEETS), [("tweet_id", "N", "HASH")], stream=True),
     ]
 
 
@@ -151,19 +163,11 @@ async def _expire_markers(dynamo: AsyncDynamo, name: str) -> None:
     )
 
 
-async def create_tables(dynamo: AsyncDynamo, settings: Settings, *, protect: bool = False) -> list[str]:
+async def create_tables(dynamo: AsyncDynamo, tables: TableNames, *, protect: bool = False) -> list[str]:
     """Create every missing table; returns the names created by this call. Safe to repeat.
-    ``protect``: every table, new or not, gets deletion protection and point-in-time recovery."""
-    specs = table_specs(settings)
+    ``protect``: every table, new or not, gets deletion protection and point-in-time recovery.
+    (``dynamodb.provisioning.ensure_tables`` does it with a client of its own.)"""
+    specs = table_specs(tables)
     created = await asyncio.gather(*(_ensure(dynamo, spec, protect=protect) for spec in specs))
-    await _expire_markers(dynamo, settings.table(CHECKPOINTS))
+    await _expire_markers(dynamo, tables.table(CHECKPOINTS))
     return [spec["TableName"] for spec, was_created in zip(specs, created, strict=True) if was_created]
-
-
-async def ensure_tables(settings: Settings, *, protect: bool = False) -> list[str]:
-    """``create_tables`` with a client of its own: for commands, the local stack and tests."""
-    dynamo = AsyncDynamo.build(settings)
-    try:
-        return await create_tables(dynamo, settings, protect=protect)
-    finally:
-        dynamo.close()

@@ -69,7 +69,7 @@ def _fanout(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _create_tables(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_service.dynamodb.tables import ensure_tables
+    from graph_service.dynamodb.provisioning import ensure_tables
 
     created = asyncio.run(ensure_tables(settings, protect=True))
     print(f"created: {', '.join(created) or 'nothing (all tables exist)'}")
@@ -91,12 +91,13 @@ def _create_topics(settings: Settings, args: argparse.Namespace) -> int:
 
 def _post(settings: Settings, args: argparse.Namespace) -> int:
     from graph_service.dynamodb.client import AsyncDynamo
+    from graph_service.dynamodb.tables import TableNames
     from graph_service.tweets.tweet_store import DynamoTweetStore
 
     async def post() -> int:
         dynamo = AsyncDynamo.build(settings)
         try:
-            tweet = await DynamoTweetStore(dynamo, settings).post(args.author, args.text)
+            tweet = await DynamoTweetStore(dynamo, TableNames(settings.table_prefix)).post(args.author, args.text)
         finally:
             dynamo.close()
         print(json.dumps({"tweet_id": str(tweet.tweet_id), "author_id": str(tweet.author_id)}))
@@ -215,11 +216,11 @@ def _lazy(module: str) -> tuple[Handler, Arguments]:
     when that command is chosen or its help is built."""
 
     def run(settings: Settings, args: argparse.Namespace) -> int:
-        handler: Handler = getattr(__import__(module, fromlist=["run"]), "run")  # noqa: B009
+        handler: Handler = getattr(__import__(module, fromlist=["run"]), "run")  # noqa: B009 - a module named at run time
         return handler(settings, args)
 
     def arguments(parser: argparse.ArgumentParser) -> None:
-        getattr(__import__(module, fromlist=["arguments"]), "arguments")(parser)  # noqa: B009
+        getattr(__import__(module, fromlist=["arguments"]), "arguments")(parser)  # noqa: B009 - as run above
 
     return run, arguments
 

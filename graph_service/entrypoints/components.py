@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from graph_service.cache.graph_cache import GraphCache
@@ -10,13 +11,15 @@ from graph_service.cache.near_cache import NearCache
 from graph_service.cache.trust import TrustCheck
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import CHECKPOINTS
+from graph_service.operations.consumer_lag import CountersStream
 from graph_service.redis_client.connect import build_redis, graph_cache_redis, timelines_redis
 from graph_service.settings import Settings
 from graph_service.store.cache_leases import DynamoLeaseRegistry
+from graph_service.streams.reader import StreamPacing
 from graph_service.telemetry.cache import LeaseMetrics, NearCacheMetrics
 from graph_service.timelines.timeline_store import TimelineStore
 
-__all__ = ["build_cache_lease", "build_graph_cache", "build_timelines"]
+__all__ = ["build_cache_lease", "build_graph_cache", "build_timelines", "counters_stream", "stream_pacing"]
 
 
 def build_graph_cache(settings: Settings, *, near: NearCacheMetrics | None = None) -> GraphCache | None:
@@ -74,4 +77,21 @@ def build_timelines(settings: Settings) -> TimelineStore | None:
         timeline_cap=settings.timeline_cap,
         recent_cap=settings.recent_tweets_cap,
         author_ttl_seconds=settings.tweet_author_ttl_seconds,
+    )
+
+
+def stream_pacing(settings: Settings) -> StreamPacing:
+    """The pace of the stream consumers (counters, relay)."""
+    return StreamPacing(
+        poll_seconds=settings.stream_poll_seconds,
+        refresh_seconds=settings.shard_refresh_seconds,
+        lease_seconds=settings.lease_seconds,
+    )
+
+
+def counters_stream(settings: Settings) -> CountersStream:
+    """Where ``fsck`` and ``reconcile`` find how far behind the counters consumer is."""
+    return CountersStream(
+        consumer=settings.counters_consumer_name,
+        open_streams=functools.partial(AsyncDynamo.build, settings, "dynamodbstreams"),
     )

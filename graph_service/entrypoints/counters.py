@@ -12,8 +12,8 @@ from counters.consumer import CountersConsumer
 from counters.repairs import CacheRepairer
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS
-from graph_service.entrypoints.components import build_graph_cache
+from graph_service.dynamodb.tables import FOLLOWERS, TableNames
+from graph_service.entrypoints.components import build_graph_cache, stream_pacing
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
@@ -52,10 +52,11 @@ class CountersRuntime:
         reader = await StreamReader.for_table(
             self.dynamo,
             self.streams,
-            self.settings,
+            TableNames(self.settings.table_prefix),
             FOLLOWERS,
             self.checkpoints,
             self.consumer.handle,
+            pacing=stream_pacing(self.settings),
             metrics=self.stream_metrics.consumer(self.settings.counters_consumer_name),
         )
         log.info("counters_started", lease_owner=reader.owner)  # its name in the shards' leases
@@ -80,8 +81,9 @@ async def build_counters(settings: Settings, *, stale_after: float = 30.0) -> Co
     counters_metrics = CountersMetrics(registry)
     dynamo = AsyncDynamo.build(settings)
     streams = AsyncDynamo.build(settings, "dynamodbstreams")
-    applier = CounterApplier(DynamoCounterTable(dynamo, settings))
-    checkpoints = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
+    tables = TableNames(settings.table_prefix)
+    applier = CounterApplier(DynamoCounterTable(dynamo, tables))
+    checkpoints = CheckpointStore(dynamo, tables, settings.counters_consumer_name)
     cache = build_graph_cache(settings)
     if cache is not None:
         cache.report_to(CacheMetrics(registry))

@@ -22,7 +22,8 @@ from botocore.exceptions import (
 )
 
 from graph_service.domain.errors import DomainError, Unavailable
-from graph_service.settings import PortInUse, SettingsError
+from graph_service.domain.listening import PortInUse
+from graph_service.settings import SettingsError
 
 __all__ = ["Exit", "classify"]
 

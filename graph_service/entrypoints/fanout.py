@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiokafka.errors import KafkaError
 
-from fanout.applier import Fanout
-from fanout.worker import FanoutWorker, Offsets
+from fanout.applier import Fanout, FanoutConfig
+from fanout.worker import FanoutWorker, Offsets, WorkerConfig
 from graph_service.cache.follower_source import CachedFollowerSource
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.ports import FollowerSource
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
+from graph_service.events.kafka import client_options, topic_check, topic_names
+from graph_service.events.kinds import KINDS
 from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
@@ -76,8 +80,8 @@ async def build_fanout(
     if timelines is None:
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
     registry = process_registry()
-    fanout_metrics = FanoutMetrics(registry, stale_after=stale_after)
-    topics = TopicWatch(settings, TopicMetrics(registry))
+    fanout_metrics = FanoutMetrics(registry, kinds=[kind.name for kind in KINDS], stale_after=stale_after)
+    topics = TopicWatch(topic_check(settings), TopicMetrics(registry))
 
     def readiness() -> str | None:
         return topics.problem() or fanout_metrics.heartbeat.problem()
@@ -95,10 +99,16 @@ async def build_fanout(
         dynamo.close()
         raise
     cache = build_graph_cache(settings)
-    followers: FollowerSource = DynamoGraphStore(dynamo, settings)
+    followers: FollowerSource = DynamoGraphStore(dynamo, TableNames(settings.table_prefix))
     if cache is not None:
         cache.report_to(CacheMetrics(registry))
         followers = CachedFollowerSource(followers, cache)
-    fanout = Fanout(followers, timelines, settings, metrics=fanout_metrics)
-    worker = FanoutWorker(settings, fanout, after_writes=after_writes, metrics=fanout_metrics, topics=topics)
+    limits = FanoutConfig(batch_size=settings.fanout_batch_size, celebrity_threshold=settings.celebrity_threshold)
+    fanout = Fanout(followers, timelines, limits, metrics=fanout_metrics)
+    consuming = WorkerConfig(
+        topics=topic_names(settings),
+        group=settings.fanout_group,
+        client_options=functools.partial(client_options, settings),
+    )
+    worker = FanoutWorker(consuming, fanout, after_writes=after_writes, metrics=fanout_metrics, topics=topics)
     return FanoutRuntime(settings, worker, fanout, timelines, cache, dynamo, metrics)

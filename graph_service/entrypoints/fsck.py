@@ -11,14 +11,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
+from typing import TextIO
 
 from graph_service.domain.ids import MAX_ID, is_id
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
+from graph_service.entrypoints.components import counters_stream
 from graph_service.entrypoints.exits import Exit
-from graph_service.operations.fsck import FsckPlan, clean, run_fsck
+from graph_service.operations.fsck import REDIS_TIMEOUT_SECONDS, FsckPlan, check, clean
+from graph_service.operations.fsck_report import Report
 from graph_service.operations.scanning import MAX_SEGMENTS
+from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
 
-__all__ = ["arguments", "run"]
+__all__ = ["arguments", "run", "run_fsck"]
 
 
 def _user_id(text: str) -> int:
@@ -73,6 +80,20 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="wait this long before looking again at a suspected violation (default: 1; writes in flight settle);"
         " a counters consumer further behind than this leaves the counters unchecked (exit 3)",
     )
+
+
+async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = None) -> Report:
+    """The checks of ``plan`` (``operations.fsck.check``) on clients of their own, closed at the end."""
+    dynamo = AsyncDynamo.build(settings)
+    redis = graph_cache_redis(
+        replace(settings, redis_timeout_seconds=max(settings.redis_timeout_seconds, REDIS_TIMEOUT_SECONDS))
+    )
+    try:
+        return await check(dynamo, redis, TableNames(settings.table_prefix), counters_stream(settings), plan, out=out)
+    finally:
+        dynamo.close()
+        if redis is not None:
+            await redis.aclose()
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:

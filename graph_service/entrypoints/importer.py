@@ -16,13 +16,15 @@ from pathlib import Path
 
 import structlog
 
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.exits import Exit
-from graph_service.operations.import_state import ImportFileError
-from graph_service.operations.importer import ImportOptions, ImportResult, check_tables, prepare, run_import
+from graph_service.operations.import_state import ImportFileError, ImportState
+from graph_service.operations.importer import ImportOptions, ImportResult, check_tables, import_edges, prepare
 from graph_service.operations.progress import Meter, meter
 from graph_service.settings import Settings
 
-__all__ = ["arguments", "run"]
+__all__ = ["arguments", "run", "run_import"]
 
 log = structlog.get_logger(__name__)
 
@@ -68,10 +70,38 @@ def _options(args: argparse.Namespace) -> ImportOptions:
     )
 
 
+async def _check_tables(settings: Settings) -> None:
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        await check_tables(dynamo, TableNames(settings.table_prefix))
+    finally:
+        dynamo.close()
+
+
+async def run_import(
+    settings: Settings, options: ImportOptions, state: ImportState, *, fresh: bool, stop: asyncio.Event, meter: Meter
+) -> ImportResult:
+    """``importer.import_edges`` on a client of its own, into the tables of ``settings`` under its following cap."""
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        return await import_edges(
+            dynamo,
+            TableNames(settings.table_prefix),
+            options,
+            state,
+            max_following=settings.max_following,
+            fresh=fresh,
+            stop=stop,
+            meter=meter,
+        )
+    finally:
+        dynamo.close()
+
+
 async def _import(settings: Settings, options: ImportOptions) -> ImportResult:
     state, fresh = prepare(options)
     if not state.finished:
-        await check_tables(settings)
+        await _check_tables(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 

@@ -19,6 +19,7 @@ from counters.lambda_batches import LambdaBatches, lambda_consumer
 from counters.repairs import CacheRepairer
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache
 from graph_service.entrypoints.lambda_container import LambdaContainer
 from graph_service.entrypoints.logging import configure_logging
@@ -70,8 +71,9 @@ class LambdaRuntime:
 def build_lambda(settings: Settings) -> LambdaRuntime:
     loop = asyncio.new_event_loop()
     dynamo = AsyncDynamo.build(settings)
-    applier = CounterApplier(DynamoCounterTable(dynamo, settings))
-    markers = CheckpointStore(dynamo, settings, lambda_consumer(settings))
+    tables = TableNames(settings.table_prefix)
+    applier = CounterApplier(DynamoCounterTable(dynamo, tables))
+    markers = CheckpointStore(dynamo, tables, lambda_consumer(settings.counters_consumer_name))
     cache = build_graph_cache(settings)
     repairer = CacheRepairer(cache, applier, markers)
     return LambdaRuntime(settings, loop, dynamo, cache, repairer, LambdaBatches(applier, repairer, markers))

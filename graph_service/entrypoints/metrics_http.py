@@ -21,7 +21,8 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from graph_service.settings import PortInUse, Settings
+from graph_service.domain.listening import PortInUse
+from graph_service.settings import Settings
 
 __all__ = ["DEFAULT_PORTS", "MetricsServer", "metrics_address", "start_metrics_server"]
 

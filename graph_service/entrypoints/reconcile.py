@@ -13,7 +13,8 @@ import asyncio
 import sys
 
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.entrypoints.components import build_graph_cache
+from graph_service.dynamodb.tables import TableNames
+from graph_service.entrypoints.components import build_graph_cache, counters_stream
 from graph_service.entrypoints.exits import Exit
 from graph_service.operations.reconcile import Reconciler, Report
 from graph_service.operations.reconcile_rules import parse_user_ids
@@ -71,7 +72,14 @@ async def _reconcile(settings: Settings, args: argparse.Namespace, user_ids: lis
     dynamo = AsyncDynamo.build(settings)
     cache = build_graph_cache(settings) if args.fix else None
     try:
-        reconciler = Reconciler(dynamo, settings, cache, fix=args.fix, settle_seconds=args.settle_seconds)
+        reconciler = Reconciler(
+            dynamo,
+            TableNames(settings.table_prefix),
+            cache,
+            counters=counters_stream(settings),
+            fix=args.fix,
+            settle_seconds=args.settle_seconds,
+        )
         if args.all:
             return await reconciler.everyone(segments=args.segments)
         return await reconciler.users(user_ids)

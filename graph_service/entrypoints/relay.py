@@ -1,4 +1,5 @@
-"""Builds the relay process (``socialgraph relay``): the streams of ``tweets`` and ``followers`` -> Kafka."""
+"""Builds the relay process (``socialgraph relay``): the streams of its sources (``relay/sources.py``:
+``tweets`` and ``followers``) -> Kafka."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from botocore.exceptions import ClientError
 
 from graph_service.domain.errors import Unavailable
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
+from graph_service.dynamodb.tables import TableNames
+from graph_service.entrypoints.components import stream_pacing
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
-from graph_service.events.kafka import client_options
+from graph_service.events.kafka import client_options, topic_check, topic_names
 from graph_service.events.topics import TopicWatch, end_offsets
 from graph_service.settings import Settings
 from graph_service.streams.checkpoints import CheckpointStore
@@ -27,7 +29,8 @@ from graph_service.telemetry.relay import RelayMetrics
 from graph_service.telemetry.streams import StreamMetrics
 from graph_service.telemetry.topics import TopicMetrics
 from relay.log_guard import LogGuard
-from relay.relay import Converter, Relay, graph_events, tweet_events
+from relay.relay import Relay
+from relay.sources import SOURCES
 
 __all__ = ["RelayRuntime", "build_relay"]
 
@@ -55,12 +58,6 @@ class RelayRuntime:
     def metrics_port(self) -> int:
         return self.metrics.port
 
-    def _sources(self) -> list[tuple[str, str, Converter]]:
-        return [
-            (TWEETS, self.settings.tweets_topic, tweet_events),
-            (FOLLOWERS, self.settings.graph_events_topic, graph_events),
-        ]
-
     async def run(self, stop: asyncio.Event) -> None:
         try:
             await self.producer.start()
@@ -69,9 +66,11 @@ class RelayRuntime:
         if not await self.topics.wait_ok(stop):  # not ready meanwhile; create-topics heals it
             return
         readers = []
-        for table, topic, convert in self._sources():
+        names = topic_names(self.settings)
+        for source in SOURCES:
+            table, topic, convert = source.table, names[source.topic], source.convert
             name = f"{self.settings.relay_consumer_name}:{table}"
-            checkpoints = CheckpointStore(self.dynamo, self.settings, name)
+            checkpoints = CheckpointStore(self.dynamo, TableNames(self.settings.table_prefix), name)
             guard = LogGuard(topic, checkpoints, self.topic_metrics)
             relay = Relay(
                 self.producer, topic, convert, checkpoints, guard=guard, topics=self.topics, metrics=self.relay_metrics
@@ -79,10 +78,11 @@ class RelayRuntime:
             reader = await StreamReader.for_table(
                 self.dynamo,
                 self.streams,
-                self.settings,
+                TableNames(self.settings.table_prefix),
                 table,
                 checkpoints,
                 relay.handle,
+                pacing=stream_pacing(self.settings),
                 metrics=self.stream_metrics.consumer(name),
             )
             guard.attach(reader)
@@ -107,7 +107,9 @@ class RelayRuntime:
         partitions = self.settings.topic_partitions
         for guard in self.guards:
             try:
-                await guard.compare(functools.partial(end_offsets, self.settings, guard.topic, partitions))
+                await guard.compare(
+                    functools.partial(end_offsets, client_options(self.settings), guard.topic, partitions)
+                )
             except (KafkaError, OSError, TimeoutError) as exc:
                 self._failures.failure("relay_log_check_failed", "kafka", topic=guard.topic, error=repr(exc))
                 self.topics.suspect()
@@ -130,7 +132,7 @@ async def build_relay(settings: Settings, *, stale_after: float = 30.0) -> Relay
     registry = process_registry()
     stream_metrics = StreamMetrics(registry, stale_after=stale_after)
     topic_metrics = TopicMetrics(registry)
-    topics = TopicWatch(settings, topic_metrics)
+    topics = TopicWatch(topic_check(settings), topic_metrics)
 
     def readiness() -> str | None:
         return topics.problem() or stream_metrics.problem()

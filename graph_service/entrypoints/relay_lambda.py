@@ -20,11 +20,12 @@ from aiokafka.errors import KafkaError
 
 from graph_service.entrypoints.lambda_container import LambdaContainer
 from graph_service.entrypoints.logging import configure_logging
-from graph_service.events.kafka import client_options
+from graph_service.events.kafka import client_options, topic_names
 from graph_service.settings import Settings
 from relay.lambda_batches import RelayBatches
+from relay.sources import SOURCES
 
-__all__ = ["RelayLambdaRuntime", "build_relay_lambda", "handler"]
+__all__ = ["RelayLambdaRuntime", "build_relay_lambda", "handler", "relay_batches"]
 
 
 @dataclass
@@ -46,6 +47,13 @@ class RelayLambdaRuntime:
             self.loop.close()
 
 
+def relay_batches(producer: AIOKafkaProducer, settings: Settings) -> RelayBatches:
+    """The work of the function: the table of every source (with SG_TABLE_PREFIX) -> its topic (as
+    configured) and converter, the same as the ``socialgraph relay`` process."""
+    topics = topic_names(settings)
+    return RelayBatches(producer, {settings.table(s.table): (topics[s.topic], s.convert) for s in SOURCES})
+
+
 def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
     """The container's loop and a started producer; ``RuntimeError`` if Kafka cannot be reached
     (the invocation fails and the next one builds again)."""
@@ -65,7 +73,7 @@ def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
     except BaseException:
         loop.close()
         raise
-    return RelayLambdaRuntime(settings, loop, producer, RelayBatches.for_settings(producer, settings))
+    return RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings))
 
 
 _container: LambdaContainer[RelayLambdaRuntime] = LambdaContainer()

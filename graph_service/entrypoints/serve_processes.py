@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from graph_service.domain.listening import PortInUse
 from graph_service.domain.retry import Backoff, pause
 from graph_service.entrypoints.exits import Exit
 from graph_service.entrypoints.metrics_http import metrics_address
-from graph_service.settings import PortInUse, Settings
+from graph_service.settings import Settings
 
 __all__ = ["check_port_free", "run_processes", "worker_environment"]
 

@@ -17,6 +17,7 @@ from graph_service.cache.lease import CacheLease
 from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_cache_lease, build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.entrypoints.rule_limits import rule_limits
@@ -134,7 +135,8 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     metrics = await start_metrics_server(metrics_address(settings, "serve"), registry, not_ready)
     limits = LimitMetrics(registry)
     dynamo = AsyncDynamo.build(settings)
-    store = DynamoGraphStore(dynamo, settings)
+    tables = TableNames(settings.table_prefix)
+    store = DynamoGraphStore(dynamo, tables)
     cache = build_graph_cache(settings, near=NearCacheMetrics(registry))
     timelines = build_timelines(settings)
     closers: list[Closer] = []
@@ -165,7 +167,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     graph = graph_rules(
         store, changes, reads, relationships, suggester, bounds, budget=budget if budget is not None else Unlimited()
     )
-    timeline = TimelineService(timelines, DynamoTweetStore(dynamo, settings), relationships, bounds)
+    timeline = TimelineService(timelines, DynamoTweetStore(dynamo, tables), relationships, bounds)
     try:
         grpc = await start_grpc_server(
             settings.grpc_address,

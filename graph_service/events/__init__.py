@@ -1,1 +1,2 @@
-"""The Kafka events: their records (protobuf value and headers) and the Kafka client options."""
+"""The Kafka events: every kind of event once (``kinds``), their records (``records``: protobuf value
+and headers), the Kafka client options and the topic checks."""

@@ -1,7 +1,9 @@
-"""Kafka client options and topic creation, from settings alone (local broker or MSK with TLS/SASL)."""
+"""Kafka client options, topic names, the topic check's config and topic creation, from settings alone
+(local broker or MSK with TLS/SASL): the one module of the event adapters that reads ``Settings``."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -9,17 +11,19 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
 
 from graph_service.events import no_auto_create
+from graph_service.events.kinds import Topic
+from graph_service.events.topics import TopicCheck
 from graph_service.settings import Settings
 
-__all__ = ["client_options", "ensure_topics", "topic_names"]
+__all__ = ["client_options", "ensure_topics", "topic_check", "topic_names"]
 
 TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
 no_auto_create.apply()  # before any client of the project is built
 
 
-def topic_names(settings: Settings) -> list[str]:
-    """The project's event topics: tweets, then graph events."""
-    return [settings.tweets_topic, settings.graph_events_topic]
+def topic_names(settings: Settings) -> dict[Topic, str]:
+    """The name of every event topic: tweets, then graph events."""
+    return {Topic.TWEETS: settings.tweets_topic, Topic.GRAPH_EVENTS: settings.graph_events_topic}
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -40,9 +44,20 @@ def client_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
+def topic_check(settings: Settings) -> TopicCheck:
+    """What a ``TopicWatch`` checks (every event topic, SG_TOPIC_PARTITIONS) and how often."""
+    return TopicCheck(
+        names=tuple(topic_names(settings).values()),
+        partitions=settings.topic_partitions,
+        check_seconds=settings.topic_check_seconds,
+        brokers=settings.kafka_bootstrap_servers,
+        client_options=functools.partial(client_options, settings),
+    )
+
+
 async def ensure_topics(settings: Settings) -> list[str]:
     """Create the event topics unless they exist; returns the names created. Safe to repeat."""
-    names = topic_names(settings)
+    names = list(topic_names(settings).values())
     admin = AIOKafkaAdminClient(**client_options(settings))
     await admin.start()
     try:

@@ -2,7 +2,8 @@
 
 ``TopicWatch`` asks the brokers (a metadata request that never creates anything:
 ``graph_service.events.no_auto_create``) whether both topics exist with SG_TOPIC_PARTITIONS
-partitions: at start, every SG_TOPIC_CHECK_SECONDS, and at once after a Kafka error a process reports
+partitions (its ``TopicCheck``, built from the settings by ``graph_service.events.kafka.topic_check``):
+at start, every SG_TOPIC_CHECK_SECONDS, and at once after a Kafka error a process reports
 (``suspect()``). Its verdict is the process's readiness (``problem()``: ``/readyz`` is 503 while a
 topic is missing or mis-sized, or the brokers do not answer), the ``socialgraph_topic_ready`` gauge,
 and a warning line per problem kind at most every ``interval`` seconds. ``wait_ok`` holds a process
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -24,17 +26,33 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from graph_service.domain.retry import Backoff, pause, unless_stopped
-from graph_service.events.kafka import client_options, topic_names
-from graph_service.settings import Settings
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.topics import TopicMetrics
 
-__all__ = ["TopicWatch", "end_offsets", "topic_problems"]
+__all__ = ["TopicCheck", "TopicWatch", "end_offsets", "topic_problems"]
 
 log = structlog.get_logger(__name__)
 UNKNOWN_TOPIC = 3
 """Kafka's UNKNOWN_TOPIC_OR_PARTITION error code."""
 CHECK_TIMEOUT = 10.0
+Describe = Callable[[dict[str, Any], list[str]], Awaitable[list[dict[str, object]]]]
+"""An admin client's ``describe_topics``: (client options, topic names) -> the brokers' answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCheck:
+    """What a ``TopicWatch`` checks, and how often."""
+
+    names: tuple[str, ...]
+    """The event topics, tweets first."""
+    partitions: int
+    """SG_TOPIC_PARTITIONS: the partitions each topic must have."""
+    check_seconds: float
+    """SG_TOPIC_CHECK_SECONDS: the period of the checks."""
+    brokers: str
+    """SG_KAFKA_BOOTSTRAP_SERVERS, as the messages name them."""
+    client_options: Callable[[], dict[str, Any]]
+    """The keyword arguments of a fresh Kafka client (``graph_service.events.kafka.client_options``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +74,7 @@ def topic_problems(described: list[dict[str, object]], names: list[str], partiti
         if entry.get("error_code"):
             problems[name] = Problem("unreachable", f"topic {name}: metadata error {entry['error_code']}")
             continue
-        count = len(entry.get("partitions") or [])  # type: ignore[arg-type]
+        count = len(entry.get("partitions") or [])  # type: ignore[arg-type]  # the metadata's list of partitions
         if count != partitions:
             problems[name] = Problem(
                 "partitions",
@@ -66,8 +84,8 @@ def topic_problems(described: list[dict[str, object]], names: list[str], partiti
     return problems
 
 
-async def _describe(settings: Settings, names: list[str]) -> list[dict[str, object]]:
-    admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=int(CHECK_TIMEOUT * 1000))
+async def _describe(options: dict[str, Any], names: list[str]) -> list[dict[str, object]]:
+    admin = AIOKafkaAdminClient(**options, request_timeout_ms=int(CHECK_TIMEOUT * 1000))
     try:
         await admin.start()
         described: list[dict[str, object]] = await admin.describe_topics(names)
@@ -77,9 +95,10 @@ async def _describe(settings: Settings, names: list[str]) -> list[dict[str, obje
             await admin.close()
 
 
-async def end_offsets(settings: Settings, topic: str, partitions: int) -> dict[int, int]:
-    """The high-water mark of every partition of ``topic`` (checked to exist), from a group-less consumer."""
-    consumer = AIOKafkaConsumer(**client_options(settings), request_timeout_ms=int(CHECK_TIMEOUT * 1000))
+async def end_offsets(options: dict[str, Any], topic: str, partitions: int) -> dict[int, int]:
+    """The high-water mark of every partition of ``topic`` (checked to exist), from a group-less consumer
+    built with the client ``options``."""
+    consumer = AIOKafkaConsumer(**options, request_timeout_ms=int(CHECK_TIMEOUT * 1000))
     try:
         await consumer.start()
         wanted = [TopicPartition(topic, p) for p in range(partitions)]
@@ -93,15 +112,15 @@ async def end_offsets(settings: Settings, topic: str, partitions: int) -> dict[i
 class TopicWatch:
     def __init__(
         self,
-        settings: Settings,
+        config: TopicCheck,
         metrics: TopicMetrics | None = None,
         *,
-        describe: Callable[[Settings, list[str]], Awaitable[list[dict[str, object]]]] = _describe,
+        describe: Describe = _describe,
         interval: float = 10.0,
     ) -> None:
         """``describe`` is the broker question (swapped by unit tests); ``interval`` paces the log lines."""
-        self._settings = settings
-        self._names = topic_names(settings)
+        self._config = config
+        self._names = list(config.names)
         self._metrics = metrics if metrics is not None else TopicMetrics()
         self._describe = describe
         self._failures = FailureLog(log, interval=interval)
@@ -162,10 +181,12 @@ class TopicWatch:
         self._suspected.clear()
         self.checks += 1
         try:
-            described = await asyncio.wait_for(self._describe(self._settings, self._names), CHECK_TIMEOUT * 1.5)
-            problems = topic_problems(described, self._names, self._settings.topic_partitions)
+            described = await asyncio.wait_for(
+                self._describe(self._config.client_options(), self._names), CHECK_TIMEOUT * 1.5
+            )
+            problems = topic_problems(described, self._names, self._config.partitions)
         except (KafkaError, OSError, TimeoutError) as exc:
-            text = f"Kafka at {self._settings.kafka_bootstrap_servers} did not answer: {exc!r}"
+            text = f"Kafka at {self._config.brokers} did not answer: {exc!r}"
             problems = {name: Problem("unreachable", text) for name in self._names}
         was_ok = self.ok
         self._problems = problems
@@ -182,12 +203,12 @@ class TopicWatch:
             for kind in ("missing", "partitions", "unreachable"):
                 self._failures.recovered("topic_problem_healed", kind)
             if not was_ok:
-                log.info("topics_ready", topics=self._names, partitions=self._settings.topic_partitions)
+                log.info("topics_ready", topics=self._names, partitions=self._config.partitions)
         return not problems
 
     async def wait_ok(self, stop: asyncio.Event) -> bool:
         """Check until both topics are fine (True) or ``stop`` is set (False), with backoff."""
-        backoff = Backoff(base=0.5, cap=min(30.0, max(1.0, self._settings.topic_check_seconds * 2)))
+        backoff = Backoff(base=0.5, cap=min(30.0, max(1.0, self._config.check_seconds * 2)))
         while not stop.is_set():
             if await self.check():
                 return True
@@ -200,13 +221,13 @@ class TopicWatch:
         suspicions keep coming), until ``stop``; after each check call ``after_check`` with the
         verdict (the relay compares the logs with what it produced), and only then let the waiters
         of ``until_ok`` go."""
-        suspicions = Backoff(base=0.2, cap=max(0.2, self._settings.topic_check_seconds))
+        suspicions = Backoff(base=0.2, cap=max(0.2, self._config.check_seconds))
         while not stop.is_set():
             ok = await self.check(release=False)
             if after_check is not None:
                 await after_check(ok)
             self.release()
-            await unless_stopped(self._suspected.wait(), stop, timeout=self._settings.topic_check_seconds)
+            await unless_stopped(self._suspected.wait(), stop, timeout=self._config.check_seconds)
             if self._suspected.is_set():
                 await pause(suspicions.next_delay(), stop)  # a burst of errors makes one check, not one each
             else:

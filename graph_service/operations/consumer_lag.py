@@ -33,13 +33,12 @@ import structlog
 from botocore.exceptions import ClientError
 
 from graph_service.dynamodb.client import AsyncDynamo, error_code
-from graph_service.dynamodb.tables import FOLLOWERS
+from graph_service.dynamodb.tables import FOLLOWERS, TableNames
 from graph_service.operations.concurrency import bounded
-from graph_service.settings import Settings
 from graph_service.streams.checkpoints import Checkpoint, CheckpointStore
 from graph_service.telemetry.streams import record_created_at
 
-__all__ = ["MAX_PAGES", "Behind", "counters_behind", "shards_behind"]
+__all__ = ["MAX_PAGES", "Behind", "CountersStream", "counters_behind", "shards_behind"]
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +46,16 @@ MAX_PAGES = 5
 """GetRecords pages (1,000 records each) read per shard to find its newest record: a backlog longer
 than that is not caught up within any sensible ``--settle-seconds`` anyway."""
 PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CountersStream:
+    """Where the counters consumer keeps its place, and how to read the stream it reads."""
+
+    consumer: str
+    """The consumer's checkpoint namespace (``SG_COUNTERS_CONSUMER_NAME``)."""
+    open_streams: Callable[[], AsyncDynamo]
+    """A new DynamoDB Streams client, opened when the consumer has checkpoints and closed after the look."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,23 +86,24 @@ def shards_behind(newest: Mapping[str, str], checkpoints: Mapping[str, Checkpoin
 
 async def counters_behind(
     dynamo: AsyncDynamo,
-    settings: Settings,
+    tables: TableNames,
+    counters: CountersStream,
     *,
     settle_seconds: float,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Behind | None:
     """None when the counters consumer is caught up (or its lag cannot be known: the module says
     when); else how far behind it is. Waits ``settle_seconds`` only when records are unread."""
-    described = await dynamo.call("describe_table", TableName=settings.table(FOLLOWERS))
+    described = await dynamo.call("describe_table", TableName=tables.table(FOLLOWERS))
     arn = described["Table"].get("LatestStreamArn")
     if not arn:
         return None
-    checkpoints = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
+    checkpoints = CheckpointStore(dynamo, tables, counters.consumer)
     first = await checkpoints.load_all()
     if not first:
         log.info("counters_lag_unknown", reason="the counters consumer keeps no checkpoints (Lambda, or it never ran)")
         return None
-    streams = AsyncDynamo.build(settings, "dynamodbstreams")
+    streams = counters.open_streams()
     try:
         reader = _ShardReader(streams, str(arn))
         at_first = {s: first.get(s, Checkpoint()) for s in await reader.shards()}

@@ -11,8 +11,7 @@ import asyncio
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames
 from graph_service.store import items as it
 
 __all__ = ["EdgeCounter"]
@@ -39,10 +38,10 @@ async def count_prefix(dynamo: AsyncDynamo, table: str, owner: int, prefix: str)
 class EdgeCounter:
     """Counts one user's edges in both tables."""
 
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings) -> None:
+    def __init__(self, dynamo: AsyncDynamo, tables: TableNames) -> None:
         self._dynamo = dynamo
-        self._followers = settings.table(FOLLOWERS)
-        self._following = settings.table(FOLLOWING)
+        self._followers = tables.table(FOLLOWERS)
+        self._following = tables.table(FOLLOWING)
 
     async def followers(self, user_id: int) -> int:
         return await count_prefix(self._dynamo, self._followers, user_id, it.EDGE)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TextIO
 
 import structlog
@@ -25,23 +25,25 @@ import structlog
 from graph_service.cache.inspection import CacheInspector
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
-from graph_service.operations.consumer_lag import counters_behind
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
+from graph_service.operations.consumer_lag import CountersStream, counters_behind
 from graph_service.operations.fsck_cache import CacheChecker
 from graph_service.operations.fsck_confirm import Confirmer
 from graph_service.operations.fsck_report import CACHE_KINDS, Report
 from graph_service.operations.fsck_store import StoreChecker
 from graph_service.operations.progress import meter
 from graph_service.operations.scanning import for_each_partition, sample_partition_keys, total_items
-from graph_service.redis_client.connect import graph_cache_redis
-from graph_service.settings import Settings
+from graph_service.redis_client.connect import AnyRedis
 from graph_service.store.graph_store import DynamoGraphStore
 
-__all__ = ["FsckPlan", "clean", "run_fsck"]
+__all__ = ["REDIS_TIMEOUT_SECONDS", "FsckPlan", "check", "clean"]
 
 log = structlog.get_logger(__name__)
 USER_CONCURRENCY = 8
 REDIS_TIMEOUT_SECONDS = 5.0
+"""The least Redis timeout of the check's client: the serving timeout (a quarter second by default)
+is for callers' latency; a check reading whole lists and SCANning the keyspace waits longer before
+it calls Redis unreachable."""
 
 
 @dataclass(frozen=True)
@@ -68,57 +70,56 @@ def clean(report: Report, plan: FsckPlan) -> bool:
     return plan.repair_cache and set(report.by_kind) <= CACHE_KINDS and report.unrepaired == 0
 
 
-async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = None) -> Report:
-    """Check what ``plan`` says, print each violation and the summary on ``out`` (stdout)."""
-    dynamo = AsyncDynamo.build(settings)
-    # The serving timeout (a quarter second by default) is for callers' latency; a check reading
-    # whole lists and SCANning the keyspace waits longer before it calls Redis unreachable.
-    redis = graph_cache_redis(
-        replace(settings, redis_timeout_seconds=max(settings.redis_timeout_seconds, REDIS_TIMEOUT_SECONDS))
-    )
+async def check(
+    dynamo: AsyncDynamo,
+    redis: AnyRedis | None,
+    tables: TableNames,
+    counters_stream: CountersStream,
+    plan: FsckPlan,
+    *,
+    out: TextIO | None = None,
+) -> Report:
+    """Check what ``plan`` says, print each violation and the summary on ``out`` (stdout).
+    ``redis``: the graph cache's (None: caching is off, no entry to check); the caller closes the
+    clients (``entrypoints.fsck.run_fsck`` builds them from the settings)."""
     report = Report(out)
     checked: dict[str, int] = {}
-    try:
-        if redis is None:
-            log.warning("fsck_cache_skipped", reason="SG_REDIS_URL is empty")
-        else:
-            await redis.ping()  # unreachable: fail now (exit 3), not after a long scan of the tables
-        behind = await counters_behind(dynamo, settings, settle_seconds=plan.settle_seconds)
-        if behind is not None:
-            report.skip_counters(behind.line())
-        async with Confirmer(plan.settle_seconds) as later:
-            store = StoreChecker(dynamo, settings, report, later, counters=behind is None)
-            cache = None
-            if redis is not None:
-                cache = CacheChecker(
-                    CacheInspector(redis), DynamoGraphStore(dynamo, settings), report, later, repair=plan.repair_cache
-                )
-            if plan.everything:
-                await _everything(dynamo, settings, store, plan.segments, counters=behind is None)
-                users: Sequence[int] | None = None
-            else:
-                users = list(dict.fromkeys(plan.users)) or await _sample(dynamo, settings, plan.sample)
-                await _users(store, users)
-                checked["users"] = len(users)
-            store.flush()
-            if cache is not None:
-                await cache.check(users)
-        checked["partitions"] = store.partitions
-        checked["cache_entries"] = cache.checked if cache is not None else 0
-    finally:
-        dynamo.close()
+    if redis is None:
+        log.warning("fsck_cache_skipped", reason="SG_REDIS_URL is empty")
+    else:
+        await redis.ping()  # unreachable: fail now (exit 3), not after a long scan of the tables
+    behind = await counters_behind(dynamo, tables, counters_stream, settle_seconds=plan.settle_seconds)
+    if behind is not None:
+        report.skip_counters(behind.line())
+    async with Confirmer(plan.settle_seconds) as later:
+        store = StoreChecker(dynamo, tables, report, later, counters=behind is None)
+        cache = None
         if redis is not None:
-            await redis.aclose()
+            cache = CacheChecker(
+                CacheInspector(redis), DynamoGraphStore(dynamo, tables), report, later, repair=plan.repair_cache
+            )
+        if plan.everything:
+            await _everything(dynamo, tables, store, plan.segments, counters=behind is None)
+            users: Sequence[int] | None = None
+        else:
+            users = list(dict.fromkeys(plan.users)) or await _sample(dynamo, tables, plan.sample)
+            await _users(store, users)
+            checked["users"] = len(users)
+        store.flush()
+        if cache is not None:
+            await cache.check(users)
+    checked["partitions"] = store.partitions
+    checked["cache_entries"] = cache.checked if cache is not None else 0
     report.summary(checked)
     return report
 
 
 async def _everything(
-    dynamo: AsyncDynamo, settings: Settings, store: StoreChecker, segments: int, *, counters: bool
+    dynamo: AsyncDynamo, names: TableNames, store: StoreChecker, segments: int, *, counters: bool
 ) -> None:
     """``counters``: also scan the ``users`` table (its items are only counters)."""
     scanned = (FOLLOWING, FOLLOWERS, USERS) if counters else (FOLLOWING, FOLLOWERS)
-    tables = [settings.table(t) for t in scanned]
+    tables = [names.table(t) for t in scanned]
 
     async def following(pk: int, items: list[Item]) -> None:
         await store.check_partition(FOLLOWING, pk, items, outgoing=True, scanning=True)
@@ -126,7 +127,7 @@ async def _everything(
     async def followers(pk: int, items: list[Item]) -> None:
         await store.check_partition(FOLLOWERS, pk, items, outgoing=True, scanning=True)
 
-    total = await total_items(dynamo, settings, scanned)
+    total = await total_items(dynamo, names, scanned)
     with meter("fsck", total, estimated=True) as progress:  # the item counts lag the writes
         await for_each_partition(dynamo, tables[0], following, segments=segments, on_items=progress.advance)
         await for_each_partition(dynamo, tables[1], followers, segments=segments, on_items=progress.advance)
@@ -153,10 +154,10 @@ async def _users(store: StoreChecker, users: Sequence[int]) -> None:
             raise result
 
 
-async def _sample(dynamo: AsyncDynamo, settings: Settings, wanted: int) -> list[int]:
+async def _sample(dynamo: AsyncDynamo, tables: TableNames, wanted: int) -> list[int]:
     """``wanted`` users picked at random among those with a partition in either edge table."""
     found = await asyncio.gather(
-        *(sample_partition_keys(dynamo, settings.table(t), wanted) for t in (FOLLOWERS, FOLLOWING))
+        *(sample_partition_keys(dynamo, tables.table(t), wanted) for t in (FOLLOWERS, FOLLOWING))
     )
     users = sorted({u for keys in found for u in keys})
     random.shuffle(users)

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, query_all, transact_get
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.fsck_confirm import Confirmer
 from graph_service.operations.fsck_pairs import (
@@ -47,7 +47,6 @@ from graph_service.operations.fsck_report import Report, Violation
 from graph_service.operations.reconcile_counts import CountsReconciler
 from graph_service.operations.reconcile_outgoing import OutgoingCensus, OutgoingReconciler
 from graph_service.operations.reconcile_rules import Outcome, OutgoingFinding, UserFinding
-from graph_service.settings import Settings
 from graph_service.store import items as it
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.store.graph_store import load_counts, parse_counts
@@ -65,19 +64,19 @@ class StoreChecker:
     """Checks partitions handed over by a scan (``--all``) or read for chosen users."""
 
     def __init__(
-        self, dynamo: AsyncDynamo, settings: Settings, report: Report, later: Confirmer, *, counters: bool = True
+        self, dynamo: AsyncDynamo, tables: TableNames, report: Report, later: Confirmer, *, counters: bool = True
     ) -> None:
         """``counters``: check users' counters too (not while the counters consumer is behind)."""
         self._check_counters = counters
         self._dynamo = dynamo
-        self._tables = {FOLLOWERS: settings.table(FOLLOWERS), FOLLOWING: settings.table(FOLLOWING)}
-        self._users = settings.table(USERS)
-        counter = EdgeCounter(dynamo, settings)
+        self._tables = {FOLLOWERS: tables.table(FOLLOWERS), FOLLOWING: tables.table(FOLLOWING)}
+        self._users = tables.table(USERS)
+        counter = EdgeCounter(dynamo, tables)
         self._counts = CountsReconciler(
-            DynamoCounterTable(dynamo, settings), counter, None, fix=False, settle_seconds=later.settle_seconds,
+            DynamoCounterTable(dynamo, tables), counter, None, fix=False, settle_seconds=later.settle_seconds,
             rounds=ROUNDS, log_findings=False,
         )  # fmt: skip
-        self._outgoing = OutgoingReconciler(dynamo, settings, counter, fix=False, rounds=ROUNDS, log_findings=False)
+        self._outgoing = OutgoingReconciler(dynamo, tables, counter, fix=False, rounds=ROUNDS, log_findings=False)
         self._report = report
         self._later = later
         self._recounted: set[int] = set()

@@ -28,7 +28,7 @@ import structlog
 
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames
 from graph_service.operations.import_batches import Outcome, Settled, Unit, pack
 from graph_service.operations.import_commit import BatchWriter
 from graph_service.operations.import_rows import Reason, Reject, Row, RowParser, count_rows
@@ -42,9 +42,8 @@ from graph_service.operations.import_state import (
     save_state,
 )
 from graph_service.operations.progress import Meter
-from graph_service.settings import Settings
 
-__all__ = ["ImportOptions", "ImportResult", "check_tables", "prepare", "run_import"]
+__all__ = ["ImportOptions", "ImportResult", "check_tables", "import_edges", "prepare"]
 
 log = structlog.get_logger(__name__)
 
@@ -115,7 +114,7 @@ class _Slot:
 
 @dataclass(slots=True)
 class _Run:
-    settings: Settings
+    max_following: int
     options: ImportOptions
     state: ImportState
     dynamo: AsyncDynamo
@@ -132,7 +131,7 @@ class _Run:
             return f"{row.follower_id} and {row.followee_id}: one blocks the other"
         if reason is Reason.REQUEST_PENDING:
             return f"{row.follower_id} has a pending follow request to {row.followee_id}"
-        return f"{row.follower_id} would follow more than {self.settings.max_following} accounts"
+        return f"{row.follower_id} would follow more than {self.max_following} accounts"
 
     def retire(self, slot: _Slot) -> None:
         """The unit is settled: its rejects go to the file, in line order, and the watermark moves."""
@@ -235,62 +234,59 @@ class _Run:
             self.retire(window.popleft())
 
 
-async def _tables_exist(dynamo: AsyncDynamo, settings: Settings) -> None:
-    """A missing table or an unreachable endpoint fails here, before any file is touched."""
+async def check_tables(dynamo: AsyncDynamo, tables: TableNames) -> None:
+    """Fail (``ClientError``: exit 2; ``Unavailable``: exit 3) unless the edge tables answer: a
+    missing table or an unreachable endpoint fails here, before any file is touched."""
     for table in (FOLLOWERS, FOLLOWING):
-        await dynamo.call("describe_table", TableName=settings.table(table))
+        await dynamo.call("describe_table", TableName=tables.table(table))
 
 
-async def check_tables(settings: Settings) -> None:
-    """Fail (``ClientError``: exit 2; ``Unavailable``: exit 3) unless the edge tables answer."""
-    dynamo = AsyncDynamo.build(settings)
-    try:
-        await _tables_exist(dynamo, settings)
-    finally:
-        dynamo.close()
-
-
-async def run_import(
-    settings: Settings, options: ImportOptions, state: ImportState, *, fresh: bool, stop: asyncio.Event, meter: Meter
+async def import_edges(
+    dynamo: AsyncDynamo,
+    tables: TableNames,
+    options: ImportOptions,
+    state: ImportState,
+    *,
+    max_following: int,
+    fresh: bool,
+    stop: asyncio.Event,
+    meter: Meter,
 ) -> ImportResult:
     """Import from the state's watermark to the end of the file, or until ``stop`` is set (the
-    batches in flight then finish and the state is saved). ``fresh``: the state is a new one
-    (``prepare``), not saved yet. A state or reject file that cannot be written is ``ImportFileError``."""
+    batches in flight then finish and the state is saved). ``max_following``: the following cap
+    (``SG_MAX_FOLLOWING``; 0: none). ``fresh``: the state is a new one (``prepare``), not saved yet.
+    A state or reject file that cannot be written is ``ImportFileError``. The caller closes ``dynamo``."""
     started = time.monotonic()
     if state.finished:
         return ImportResult(state, finished=True, already_done=True, written_now=0, elapsed_seconds=0.0)
-    dynamo = AsyncDynamo.build(settings)
+    await check_tables(dynamo, tables)
+    if fresh:  # replaces an old state (--restart) before its reject file is cut: see import_state.py
+        save_state(options.state_path, state)
+    rejects = RejectFile(options.rejects_path, keep_bytes=state.rejects_bytes)
     try:
-        await _tables_exist(dynamo, settings)
-        if fresh:  # replaces an old state (--restart) before its reject file is cut: see import_state.py
-            save_state(options.state_path, state)
-        rejects = RejectFile(options.rejects_path, keep_bytes=state.rejects_bytes)
-        try:
-            writer = BatchWriter(dynamo, settings.table(FOLLOWERS), settings.table(FOLLOWING), settings.max_following)
-            run = _Run(settings, options, state, dynamo, rejects, meter, writer)
-            run.checkpoint(force=True)  # the start time is durable before any row is written with it
-            meter.total(count_rows(_lines(options.source)))  # rows, as the summary counts them
-            meter.advance(state.tally.rows)
-            if state.watermark:
-                log.info("import_resumed", source=str(options.source), watermark=state.watermark)
-            parser = RowParser(state.started_us)
-            watermark = state.watermark
+        writer = BatchWriter(dynamo, tables.table(FOLLOWERS), tables.table(FOLLOWING), max_following)
+        run = _Run(max_following, options, state, dynamo, rejects, meter, writer)
+        run.checkpoint(force=True)  # the start time is durable before any row is written with it
+        meter.total(count_rows(_lines(options.source)))  # rows, as the summary counts them
+        meter.advance(state.tally.rows)
+        if state.watermark:
+            log.info("import_resumed", source=str(options.source), watermark=state.watermark)
+        parser = RowParser(state.started_us)
+        watermark = state.watermark
 
-            def parsed() -> Iterator[tuple[int, Row | Reject | None]]:
-                for line, raw in _lines(options.source):
-                    what = parser.parse(line, raw)  # lines up to the watermark too: they hold the pairs seen
-                    if line > watermark:
-                        yield line, what
+        def parsed() -> Iterator[tuple[int, Row | Reject | None]]:
+            for line, raw in _lines(options.source):
+                what = parser.parse(line, raw)  # lines up to the watermark too: they hold the pairs seen
+                if line > watermark:
+                    yield line, what
 
-            finished = await run.drive(pack(parsed()), stop)
-            if finished:
-                state.watermark = max(state.watermark, state.input.lines)
-                state.finished = True
-                run.checkpoint(force=True)
-        finally:
-            rejects.close()
+        finished = await run.drive(pack(parsed()), stop)
+        if finished:
+            state.watermark = max(state.watermark, state.input.lines)
+            state.finished = True
+            run.checkpoint(force=True)
     finally:
-        dynamo.close()
+        rejects.close()
     elapsed = time.monotonic() - started
     return ImportResult(
         state, finished=finished, already_done=False, written_now=run.written_now, elapsed_seconds=elapsed

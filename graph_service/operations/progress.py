@@ -25,6 +25,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -53,7 +54,7 @@ class _RateColumn(ProgressColumn):
 
 
 class _BarMeter:
-    def __init__(self, progress: Progress, task_id: int, total: int | None, *, estimated: bool) -> None:
+    def __init__(self, progress: Progress, task_id: TaskID, total: int | None, *, estimated: bool) -> None:
         self._progress = progress
         self._task_id = task_id
         self._total = total
@@ -64,11 +65,11 @@ class _BarMeter:
         self._done += done
         if self._estimated and self._total is not None and self._done > self._total:
             self.total(self._done)
-        self._progress.advance(self._task_id, done)  # type: ignore[arg-type]
+        self._progress.advance(self._task_id, done)
 
     def total(self, total: int | None) -> None:
         self._total = total
-        self._progress.update(self._task_id, total=total)  # type: ignore[arg-type]
+        self._progress.update(self._task_id, total=total)
 
     def end(self) -> None:
         if self._estimated:
@@ -141,7 +142,7 @@ def meter(
             transient=False,
         ) as progress:
             description = f"{name} (total estimated)" if estimated and total is not None else name
-            bar = _BarMeter(progress, int(progress.add_task(description, total=total)), total, estimated=estimated)
+            bar = _BarMeter(progress, progress.add_task(description, total=total), total, estimated=estimated)
             yield bar
             bar.end()
         return

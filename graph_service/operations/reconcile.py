@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from graph_service.cache.graph_cache import GraphCache
+from graph_service.domain.ports import CountCache
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.operations.concurrency import bounded
-from graph_service.operations.consumer_lag import Behind, counters_behind
+from graph_service.operations.consumer_lag import Behind, CountersStream, counters_behind
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.progress import meter
 from graph_service.operations.reconcile_census import CENSUS_TABLES, take_census
@@ -40,7 +41,6 @@ from graph_service.operations.reconcile_rules import (
     user_line,
 )
 from graph_service.operations.scanning import total_items
-from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
 
 __all__ = ["Reconciler", "Report"]
@@ -87,28 +87,30 @@ class Reconciler:
     def __init__(
         self,
         dynamo: AsyncDynamo,
-        settings: Settings,
-        cache: GraphCache | None,
+        tables: TableNames,
+        cache: CountCache | None,
         *,
+        counters: CountersStream,
         fix: bool,
         settle_seconds: float,
         rounds: int = 3,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._dynamo = dynamo
-        self._settings = settings
+        self._tables = tables
+        self._counters = counters
         self._fix = fix
         self._settle = settle_seconds
-        counter = EdgeCounter(dynamo, settings)
+        counter = EdgeCounter(dynamo, tables)
         self._counts = CountsReconciler(
-            DynamoCounterTable(dynamo, settings), counter, cache, fix=fix, settle_seconds=settle_seconds,
+            DynamoCounterTable(dynamo, tables), counter, cache, fix=fix, settle_seconds=settle_seconds,
             rounds=rounds, sleep=sleep,
         )  # fmt: skip
-        self._outgoing = OutgoingReconciler(dynamo, settings, counter, fix=fix, rounds=rounds)
+        self._outgoing = OutgoingReconciler(dynamo, tables, counter, fix=fix, rounds=rounds)
 
     async def _behind(self, started: float) -> Report | None:
         """The report of a run that checks nothing because the counters consumer is behind."""
-        behind = await counters_behind(self._dynamo, self._settings, settle_seconds=self._settle)
+        behind = await counters_behind(self._dynamo, self._tables, self._counters, settle_seconds=self._settle)
         if behind is None:
             return None
         return Report([], 0, None, 0, time.monotonic() - started, self._fix, behind=behind)
@@ -124,9 +126,9 @@ class Reconciler:
         started = time.monotonic()
         if (not_now := await self._behind(started)) is not None:
             return not_now
-        total = await total_items(self._dynamo, self._settings, CENSUS_TABLES)
+        total = await total_items(self._dynamo, self._tables, CENSUS_TABLES)
         with meter("reconcile", total, estimated=True) as progress:  # the item counts lag the writes
-            census = await take_census(self._dynamo, self._settings, segments=segments, meter=progress)
+            census = await take_census(self._dynamo, self._tables, segments=segments, meter=progress)
         suspects = sorted(u for u, seen in census.items() if seen.counts_drifted)
         outgoing = sorted(u for u, seen in census.items() if seen.has_outgoing and seen.outgoing.drifted)
         log.info("reconcile_census", users=len(census), suspects=len(suspects), outgoing_suspects=len(outgoing))

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.operations.progress import Meter
 from graph_service.operations.reconcile_outgoing import OutgoingCensus
 from graph_service.operations.scanning import PageHandler, for_each_page
-from graph_service.settings import Settings
 from graph_service.store import items as it
 from graph_service.store.graph_store import parse_counts
 
@@ -53,7 +52,7 @@ CENSUS_TABLES = (USERS, FOLLOWING, FOLLOWERS)
 
 
 async def take_census(
-    dynamo: AsyncDynamo, settings: Settings, *, segments: int, meter: Meter, page_size: int = 1000
+    dynamo: AsyncDynamo, tables: TableNames, *, segments: int, meter: Meter, page_size: int = 1000
 ) -> Census:
     """Every user and what the scan saw of them, tallied item by item as the pages come: no
     partition is ever held (a celebrity's 100 million followers are counted one page at a time)."""
@@ -93,7 +92,7 @@ async def take_census(
 
     async def scan(table: str, handle: PageHandler) -> None:
         await for_each_page(
-            dynamo, settings.table(table), handle, segments=segments, page_size=page_size, on_items=meter.advance
+            dynamo, tables.table(table), handle, segments=segments, page_size=page_size, on_items=meter.advance
         )
 
     await asyncio.gather(scan(USERS, user_rows), scan(FOLLOWING, following_items))

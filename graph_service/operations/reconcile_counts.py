@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from graph_service.cache.graph_cache import GraphCache
+from graph_service.domain.ports import CountCache
 from graph_service.operations.concurrency import bounded
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.reconcile_rules import Observation, Outcome, UserFinding, Verdict, judge
@@ -33,7 +33,7 @@ class CountsReconciler:
         self,
         table: DynamoCounterTable,
         counter: EdgeCounter,
-        cache: GraphCache | None,
+        cache: CountCache | None,
         *,
         fix: bool,
         settle_seconds: float,

@@ -26,10 +26,9 @@ import structlog
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, transact_once
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.reconcile_rules import Outcome, OutgoingFinding
-from graph_service.settings import Settings
 from graph_service.store import items as it
 
 __all__ = ["OutgoingCensus", "OutgoingReconciler"]
@@ -57,7 +56,7 @@ class OutgoingReconciler:
     def __init__(
         self,
         dynamo: AsyncDynamo,
-        settings: Settings,
+        tables: TableNames,
         counter: EdgeCounter,
         *,
         fix: bool,
@@ -67,8 +66,8 @@ class OutgoingReconciler:
         """``log_findings``: log each finding as ``reconcile_drift`` (``fsck`` logs its own lines)."""
         self._log_findings = log_findings
         self._dynamo = dynamo
-        self._followers = settings.table(FOLLOWERS)
-        self._following = settings.table(FOLLOWING)
+        self._followers = tables.table(FOLLOWERS)
+        self._following = tables.table(FOLLOWING)
         self._counter = counter
         self._fix = fix
         self._rounds = rounds

@@ -24,7 +24,7 @@ from typing import Any
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import TableNames
 
 __all__ = [
     "MAX_SEGMENTS",
@@ -242,8 +242,8 @@ async def approximate_item_count(dynamo: AsyncDynamo, table: str) -> int | None:
     return int(count) if count is not None else None
 
 
-async def total_items(dynamo: AsyncDynamo, settings: Settings, tables: Sequence[str]) -> int | None:
+async def total_items(dynamo: AsyncDynamo, names: TableNames, tables: Sequence[str]) -> int | None:
     """The named tables' approximate item counts summed: a progress meter's total (None when
     DynamoDB gives no count for one of them)."""
-    counts = await asyncio.gather(*(approximate_item_count(dynamo, settings.table(t)) for t in tables))
+    counts = await asyncio.gather(*(approximate_item_count(dynamo, names.table(t)) for t in tables))
     return None if any(c is None for c in counts) else sum(c or 0 for c in counts)

@@ -83,7 +83,7 @@ async def script_calls(
 
 async def _send_and_read(redis: Redis, payload: bytes, count: int, *, keep: bool, timeouts: int) -> list[Any]:
     pool = redis.connection_pool
-    connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]
+    connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
     timeout = connection.socket_timeout
     first_error: ResponseError | None = None
     replies: list[Any] = []

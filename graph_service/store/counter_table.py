@@ -13,8 +13,7 @@ from graph_service.domain.fences import CheckpointMove, CounterUpdate, Fence, Fe
 from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import MAX_TRANSACTION_ITEMS, Item, transact_once
-from graph_service.dynamodb.tables import CHECKPOINTS, USERS
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import CHECKPOINTS, USERS, TableNames
 from graph_service.store.graph_store import load_counts
 from graph_service.streams.checkpoints import fence_items
 
@@ -35,10 +34,10 @@ def check_one_transaction(updates: Sequence[CounterUpdate], fence: Fence) -> Non
 class DynamoCounterTable:
     """Implements ``CounterTable``."""
 
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings) -> None:
+    def __init__(self, dynamo: AsyncDynamo, tables: TableNames) -> None:
         self._dynamo = dynamo
-        self._users = settings.table(USERS)
-        self._checkpoints = settings.table(CHECKPOINTS)
+        self._users = tables.table(USERS)
+        self._checkpoints = tables.table(CHECKPOINTS)
 
     async def read_counts(self, user_ids: Sequence[int]) -> dict[int, Counts]:
         return await load_counts(self._dynamo, self._users, user_ids)

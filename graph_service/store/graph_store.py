@@ -24,8 +24,7 @@ from graph_service.domain.models import (
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, query_all, transact_get, transact_write
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.store import items as it
 
 __all__ = ["DynamoGraphStore", "load_counts"]
@@ -72,11 +71,11 @@ class DynamoGraphStore:
     """``GraphWrites``, ``GraphReads``, ``RelationshipReads`` and ``FollowerSource`` on DynamoDB.
     Counters are read here; only the counters consumer writes them."""
 
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings) -> None:
+    def __init__(self, dynamo: AsyncDynamo, tables: TableNames) -> None:
         self._dynamo = dynamo
-        self._followers = settings.table(FOLLOWERS)
-        self._following = settings.table(FOLLOWING)
-        self._users = settings.table(USERS)
+        self._followers = tables.table(FOLLOWERS)
+        self._following = tables.table(FOLLOWING)
+        self._users = tables.table(USERS)
 
     def _table(self, direction: Direction) -> str:
         return self._followers if direction is Direction.FOLLOWERS else self._following

@@ -19,8 +19,7 @@ from botocore.exceptions import ClientError
 from graph_service.domain.fences import CheckpointMove, EventMarkers, Fence, FenceRejected
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.dynamodb.operations import Item, query_all
-from graph_service.dynamodb.tables import CHECKPOINTS
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import CHECKPOINTS, TableNames
 
 __all__ = ["DEBT_PREFIX", "Checkpoint", "CheckpointStore", "fence_items"]
 
@@ -84,9 +83,9 @@ class Checkpoint:
 
 
 class CheckpointStore:
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings, consumer: str) -> None:
+    def __init__(self, dynamo: AsyncDynamo, tables: TableNames, consumer: str) -> None:
         self._dynamo = dynamo
-        self._table = settings.table(CHECKPOINTS)
+        self._table = tables.table(CHECKPOINTS)
         self.consumer = consumer
 
     def _key(self, shard_id: str) -> Item:

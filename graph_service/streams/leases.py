@@ -39,8 +39,7 @@ from botocore.exceptions import ClientError
 
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.dynamodb.operations import Item
-from graph_service.dynamodb.tables import CHECKPOINTS
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import CHECKPOINTS, TableNames
 
 __all__ = ["GRANT", "LeaseClock", "LeaseView", "Renewal", "ShardLeases", "fair_share", "owner_id"]
 
@@ -122,22 +121,24 @@ class Renewal:
 
 
 class ShardLeases:
-    """The leases of one consumer's shards (the consumer of a ``CheckpointStore``), held by ``owner``."""
+    """The leases of one consumer's shards (the consumer of a ``CheckpointStore``), held by ``owner``
+    for ``lease_seconds`` (``SG_LEASE_SECONDS``)."""
 
     def __init__(
         self,
         dynamo: AsyncDynamo,
-        settings: Settings,
+        tables: TableNames,
         consumer: str,
         *,
+        lease_seconds: float,
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._dynamo = dynamo
-        self._table = settings.table(CHECKPOINTS)
+        self._table = tables.table(CHECKPOINTS)
         self.consumer = consumer
         self.owner = owner if owner is not None else owner_id()
-        self.timing = LeaseClock(settings.lease_seconds)
+        self.timing = LeaseClock(lease_seconds)
         self._clock = clock
 
     def _key(self, shard_id: str) -> Item:

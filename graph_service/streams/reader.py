@@ -26,23 +26,35 @@ from graph_service.domain.errors import Unavailable
 from graph_service.domain.fences import FenceRejected
 from graph_service.domain.retry import Backoff, pause
 from graph_service.dynamodb.client import AsyncDynamo, error_code
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import TableNames
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.held_leases import HeldLeases
 from graph_service.streams.leases import LeaseView, ShardLeases, fair_share
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
 
-__all__ = ["RecordHandler", "ShardReset", "StreamReader", "stream_arn"]
+__all__ = ["RecordHandler", "ShardReset", "StreamPacing", "StreamReader", "stream_arn"]
 
 log = structlog.get_logger(__name__)
 RecordHandler = Callable[[str, list[dict[str, Any]], str | None], Awaitable[str | None]]
 MAX_RECORDS = 1000
 
 
-async def stream_arn(dynamo: AsyncDynamo, settings: Settings, table: str) -> str:
+@dataclass(frozen=True, slots=True)
+class StreamPacing:
+    """How often a stream consumer reads, looks for shards and renews its leases."""
+
+    poll_seconds: float
+    """Idle wait between empty GetRecords calls (``SG_STREAM_POLL_SECONDS``)."""
+    refresh_seconds: float
+    """How often the shard list is read again (``SG_SHARD_REFRESH_SECONDS``)."""
+    lease_seconds: float
+    """How long a dead instance keeps its shards' leases (``SG_LEASE_SECONDS``, ``leases.py``)."""
+
+
+async def stream_arn(dynamo: AsyncDynamo, tables: TableNames, table: str) -> str:
     """The ARN of the stream of one of the project's tables (``table``: its short name)."""
-    name = settings.table(table)
+    name = tables.table(table)
     arn = (await dynamo.call("describe_table", TableName=name))["Table"].get("LatestStreamArn")
     if not arn:
         raise RuntimeError(f"table {name} has no stream; run socialgraph create-tables")
@@ -116,23 +128,24 @@ class StreamReader:
         cls,
         dynamo: AsyncDynamo,
         streams: AsyncDynamo,
-        settings: Settings,
+        tables: TableNames,
         table: str,
         checkpoints: CheckpointStore,
         handler: RecordHandler,
         *,
+        pacing: StreamPacing,
         metrics: ConsumerMetrics | None = None,
     ) -> StreamReader:
-        """A reader of the stream of one of the project's tables, paced by the settings, holding
-        its shards through leases of ``SG_LEASE_SECONDS`` on the checkpoints' items."""
+        """A reader of the stream of one of the project's tables, paced by ``pacing``, holding
+        its shards through leases of ``pacing.lease_seconds`` on the checkpoints' items."""
         return cls(
             streams,
-            await stream_arn(dynamo, settings, table),
+            await stream_arn(dynamo, tables, table),
             checkpoints,
             handler,
-            leases=ShardLeases(dynamo, settings, checkpoints.consumer),
-            poll_seconds=settings.stream_poll_seconds,
-            refresh_seconds=settings.shard_refresh_seconds,
+            leases=ShardLeases(dynamo, tables, checkpoints.consumer, lease_seconds=pacing.lease_seconds),
+            poll_seconds=pacing.poll_seconds,
+            refresh_seconds=pacing.refresh_seconds,
             metrics=metrics,
         )
 

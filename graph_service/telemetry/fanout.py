@@ -7,7 +7,7 @@ when scraped, for the partitions assigned to this worker whose high-water mark i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -23,7 +23,6 @@ LagSource = Callable[[], dict[tuple[str, int], int]]
 
 SKIP_REASONS = ("malformed", "unknown_type", "unknown_version")
 """Why a record is skipped (``graph_service.events.records.UnreadableEvent``), each series present from the start."""
-EVENT_KINDS = ("tweet", "follow")
 
 
 class _KafkaLag(Collector):
@@ -42,7 +41,12 @@ class _KafkaLag(Collector):
 
 
 class FanoutMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None, *, stale_after: float = 30.0) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, kinds: Iterable[str] = (), stale_after: float = 30.0
+    ) -> None:
+        """``kinds``: the names of the kinds of event (``graph_service.events.kinds.KINDS``, which this
+        layer does not import), each series of ``socialgraph_fanout_events`` present from the start."""
+        names = tuple(kinds)
         registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.heartbeat = Heartbeat("fanout Kafka consumer", stale_after=stale_after, evidence="answer from the broker")
         self.entries_written = Counter(
@@ -55,8 +59,9 @@ class FanoutMetrics:
             "Tweets not pushed because their author has at least SG_CELEBRITY_THRESHOLD followers (pulled at read).",
             registry=registry,
         )
+        listed = f" ({', '.join(names)})" if names else ""
         self.events = Counter(
-            "socialgraph_fanout_events", "Events applied, by kind (tweet, follow).", ["kind"], registry=registry
+            "socialgraph_fanout_events", f"Events applied, by kind{listed}.", ["kind"], registry=registry
         )
         self.skipped = Counter(
             "socialgraph_fanout_records_skipped",
@@ -66,8 +71,8 @@ class FanoutMetrics:
         )
         for reason in SKIP_REASONS:  # 0 from the start: an alert on a rate has a series to read
             self.skipped.labels(reason)
-        for kind in EVENT_KINDS:
-            self.events.labels(kind)
+        for name in names:
+            self.events.labels(name)
         self.retries = Counter(
             "socialgraph_fanout_retries",
             "Retries of a record because Redis or DynamoDB was unreachable.",

@@ -18,8 +18,7 @@ from graph_service.domain.models import Tweet
 from graph_service.domain.tweet_ids import TweetIdGenerator
 from graph_service.dynamodb.client import AsyncDynamo, error_code
 from graph_service.dynamodb.operations import MAX_ATTEMPTS, batch_get_all
-from graph_service.dynamodb.tables import TWEETS
-from graph_service.settings import Settings
+from graph_service.dynamodb.tables import TWEETS, TableNames
 
 __all__ = ["MAX_TEXT", "DynamoTweetStore", "parse_tweet"]
 
@@ -37,9 +36,9 @@ def parse_tweet(image: dict[str, Any]) -> Tweet:
 class DynamoTweetStore:
     """Posting (the ``socialgraph post`` command) and ``TweetAuthors`` (the timeline read path)."""
 
-    def __init__(self, dynamo: AsyncDynamo, settings: Settings, ids: TweetIdGenerator | None = None) -> None:
+    def __init__(self, dynamo: AsyncDynamo, tables: TableNames, ids: TweetIdGenerator | None = None) -> None:
         self._dynamo = dynamo
-        self._table = settings.table(TWEETS)
+        self._table = tables.table(TWEETS)
         self._ids = ids or TweetIdGenerator()
 
     async def post(self, author_id: int, text: str) -> Tweet:

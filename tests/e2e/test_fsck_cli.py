@@ -17,7 +17,7 @@ from graph_service.cache import keys
 from graph_service.domain.models import Edge
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS
+from graph_service.dynamodb.tables import FOLLOWERS, TableNames
 from graph_service.entrypoints import cli
 from graph_service.settings import Settings
 from graph_service.store import items as it
@@ -112,7 +112,8 @@ async def test_a_counters_consumer_behind_is_reported_instead_of_counter_drift(
     it is, reconcile checks nothing, both exit 3; once it has caught up, the counters are checked
     again (they once came out as one ``counter_drift`` per user, exit 1)."""
     dynamo = AsyncDynamo.build(settings)
-    store, counters = DynamoGraphStore(dynamo, settings), DynamoCounterTable(dynamo, settings)
+    tables = TableNames(settings.table_prefix)
+    store, counters = DynamoGraphStore(dynamo, tables), DynamoCounterTable(dynamo, tables)
 
     async def followers_of_2() -> int:
         return (await counters.read_counts([2]))[2].followers

@@ -26,10 +26,11 @@ from socialgraph_devstack.processes import ManagedProcess, free_port
 from graph_service.api.callers import caller_entry, mint_token
 from graph_service.domain.models import Edge
 from tests.support.commands import REPO, socialgraph
+from tests.support.declared_rpcs import GRAPH
 from tests.support.grpcurl import grpcurl_binary
 from tests.support.polling import eventually, wait_until
 
-SERVICE = "socialgraph.v1.SocialGraphService"
+SERVICE = GRAPH.full_name
 
 
 @dataclass
@@ -144,26 +145,7 @@ def test_grpcurl_describes_the_service_and_its_messages(service: Service) -> Non
     """`grpcurl describe` shows every RPC of the contract and the request fields with their types."""
     described = grpcurl(service, "describe", SERVICE)
     assert described.returncode == 0, described.stderr
-    for rpc in (
-        "Follow",
-        "Unfollow",
-        "IsFollowing",
-        "ListFollowers",
-        "ListFollowing",
-        "GetCounts",
-        "BatchGetCounts",
-        "GetRelationships",
-        "ListKnownFollowers",
-        "ListMutualFollows",
-        "SuggestFollows",
-        "SetPrivacy",
-        "ListFollowRequests",
-        "AcceptFollowRequest",
-        "RejectFollowRequest",
-        "Block",
-        "Unblock",
-        "RemoveFollower",
-    ):
+    for rpc in (method.name for method in GRAPH.methods):  # every RPC the proto declares
         assert f"rpc {rpc} ( .socialgraph.v1.{rpc}Request ) returns ( .socialgraph.v1.{rpc}Response );" in (
             described.stdout
         )

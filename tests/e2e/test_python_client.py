@@ -39,7 +39,7 @@ from socialgraph_devstack.processes import free_port
 from graph_service.domain.tweet_ids import created_at_us
 from graph_service.entrypoints.fanout import build_fanout
 from graph_service.entrypoints.server import ServerRuntime
-from graph_service.events.records import TweetPosted
+from graph_service.events.kinds import TweetPosted
 from graph_service.settings import Settings
 from tests.support.logs import capture_every_level
 from tests.support.polling import eventually

@@ -35,7 +35,7 @@ from socialgraph_devstack.processes import (
     start_object_store,
 )
 
-from graph_service.events.kafka import client_options, ensure_topics
+from graph_service.events.kafka import client_options, ensure_topics, topic_check
 from graph_service.events.topics import TopicWatch, end_offsets
 from graph_service.settings import Settings
 
@@ -108,7 +108,7 @@ async def test_topics_records_and_offsets_survive_kill_9(persistent: PersistentB
 
     for store_too in (False, True):
         persistent.restart(store_too=store_too)
-        assert await TopicWatch(settings).check()  # both topics, 3 partitions each
+        assert await TopicWatch(topic_check(settings)).check()  # both topics, 3 partitions each
         assert await ensure_topics(settings) == []  # nothing to create again
         reader = AIOKafkaConsumer(**client_options(settings), group_id=None, auto_offset_reset="earliest")
         await reader.start()
@@ -171,7 +171,7 @@ async def test_a_clean_stop_keeps_every_partition_s_end_and_the_next_record_foll
         await producer.send_and_wait("graph", b"alone", partition=2)
     finally:
         await producer.stop()
-    assert await end_offsets(settings, "graph", 3) == {0: 6, 1: 0, 2: 1}
+    assert await end_offsets(client_options(settings), "graph", 3) == {0: 6, 1: 0, 2: 1}
 
     persistent.stop_and_start()
 
@@ -182,7 +182,7 @@ async def test_a_clean_stop_keeps_every_partition_s_end_and_the_next_record_foll
     finally:
         await producer.stop()
     assert after.offset == 6
-    assert await end_offsets(settings, "graph", 3) == {0: 7, 1: 0, 2: 1}
+    assert await end_offsets(client_options(settings), "graph", 3) == {0: 7, 1: 0, 2: 1}
     assert await read_partition(settings, 0) == [f"before {n}".encode() for n in range(6)] + [b"after"]
 
 

@@ -21,7 +21,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -69,9 +69,9 @@ class Broker:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+def broker(tmp_path: Path) -> Iterator[Broker]:
     value = Broker(tmp_path / "logs")
-    yield value  # type: ignore[misc]
+    yield value
     value.process.stop()
 
 
@@ -100,7 +100,7 @@ async def fanout_running(settings: Settings) -> AsyncIterator[FanoutRuntime]:
         yield runtime
 
 
-async def every_timeline_holds(settings: Settings, tweets: list[int], timeout: float = 60) -> None:  # noqa: ASYNC109
+async def every_timeline_holds(settings: Settings, tweets: list[int], timeout: float = 60) -> None:  # noqa: ASYNC109 - a polling deadline
     async with raw_redis(settings) as redis:
         for user in FOLLOWERS:
             found = await eventually(

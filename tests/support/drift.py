@@ -76,7 +76,7 @@ async def cached_count_hash(settings: Settings, user: int) -> dict[str, str]:
     """The count cache's hash of ``user`` as Redis holds it (``fl``, ``fg``, ``v``; empty: none)."""
     client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
     try:
-        found: dict[str, str] = await client.hgetall(keys.counts(user))  # type: ignore[assignment,misc,unused-ignore]
+        found: dict[str, str] = await client.hgetall(keys.counts(user))  # type: ignore[assignment,misc,unused-ignore]  # redis-py: a reply or an awaitable
         return found
     finally:
         await client.aclose()

@@ -76,7 +76,7 @@ def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -
         # `serve` children have it by default), and the API suites passed with it on.
         near_cache_entries=0,
     )
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    return replace(base, **overrides)  # type: ignore[arg-type]  # the caller's Settings fields
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import asyncio
 from typing import Any
 
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import CHECKPOINTS, FOLLOWERS, FOLLOWING, table_specs
+from graph_service.dynamodb.tables import CHECKPOINTS, FOLLOWERS, FOLLOWING, TableNames, table_specs
 from graph_service.operations.scanning import scan_pages
 from graph_service.settings import Settings
 from graph_service.store import items as it
@@ -51,7 +51,7 @@ def _settled(table: str, item: Item) -> Item | None:
 async def stored_items(settings: Settings) -> Items:
     """Every item of every table of ``settings`` but ``stream_checkpoints``, read strongly consistently."""
     prefix = len(settings.table(""))
-    specs = [s for s in table_specs(settings) if s["TableName"] != settings.table(CHECKPOINTS)]
+    specs = [s for s in table_specs(TableNames(settings.table_prefix)) if s["TableName"] != settings.table(CHECKPOINTS)]
     dynamo = AsyncDynamo.build(settings)
 
     async def scan(spec: dict[str, Any]) -> dict[str, Item]:

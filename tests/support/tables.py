@@ -18,7 +18,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS, ensure_tables, table_specs
+from graph_service.dynamodb.provisioning import ensure_tables
+from graph_service.dynamodb.tables import FOLLOWERS, TableNames, table_specs
 from graph_service.settings import Settings
 from tests.support.servers import STREAMED_ENDPOINTS
 
@@ -41,9 +42,9 @@ async def create_tables(settings: Settings, *, streams: bool) -> None:
     client = boto3.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region)
 
     def create() -> None:
-        for spec in table_specs(settings):
+        for spec in table_specs(TableNames(settings.table_prefix)):
             client.create_table(**{k: v for k, v in spec.items() if k != "StreamSpecification"})
-        for spec in table_specs(settings):
+        for spec in table_specs(TableNames(settings.table_prefix)):
             client.get_waiter("table_exists").wait(TableName=spec["TableName"], WaiterConfig={"Delay": 0.05})
 
     await asyncio.to_thread(create)
@@ -64,7 +65,7 @@ async def drop_tables(settings: Settings) -> None:
                 client.update_table(TableName=name, DeletionProtectionEnabled=False)
                 client.delete_table(TableName=name)
 
-    for spec in table_specs(settings):
+    for spec in table_specs(TableNames(settings.table_prefix)):
         await asyncio.to_thread(drop, spec["TableName"])
 
 

@@ -11,6 +11,7 @@ from socialgraph.v1 import timeline_pb2 as tpb
 from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.settings import Settings
 from graph_service.timelines import keys
 from graph_service.tweets.tweet_store import DynamoTweetStore
@@ -29,7 +30,7 @@ async def timeline_stub_for(port: int) -> AsyncIterator[TimelineStub]:
 async def tweet_store(settings: Settings) -> AsyncIterator[DynamoTweetStore]:
     dynamo = AsyncDynamo.build(settings)
     try:
-        yield DynamoTweetStore(dynamo, settings)
+        yield DynamoTweetStore(dynamo, TableNames(settings.table_prefix))
     finally:
         dynamo.close()
 
@@ -59,7 +60,7 @@ async def whole_timeline(stub: TimelineStub, user_id: int, page_size: int = 100)
             return found
 
 
-async def timeline_becomes(stub: TimelineStub, user_id: int, expected: list[int], timeout: float = 30.0) -> list[int]:  # noqa: ASYNC109
+async def timeline_becomes(stub: TimelineStub, user_id: int, expected: list[int], timeout: float = 30.0) -> list[int]:  # noqa: ASYNC109 - a polling deadline
     """Poll until the user's whole home timeline is exactly ``expected`` (newest first)."""
     return await eventually(lambda: whole_timeline(stub, user_id), lambda got: got == expected, timeout=timeout)
 

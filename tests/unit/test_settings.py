@@ -170,7 +170,7 @@ def test_settings_are_immutable() -> None:
     """A settings object cannot be changed after it is built."""
     settings = Settings()
     with pytest.raises(FrozenInstanceError):
-        settings.max_page_size = 5  # type: ignore[misc]
+        settings.max_page_size = 5  # type: ignore[misc]  # refused on purpose: frozen
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from graph_service.dynamodb.tables import ensure_tables
+from graph_service.dynamodb.provisioning import ensure_tables
 from graph_service.events.kafka import ensure_topics
 from graph_service.settings import Settings
 from socialgraph_devstack.processes import (

@@ -27,7 +27,7 @@ from graph_service.domain.models import Edge
 from graph_service.domain.tweet_ids import created_at_us
 from graph_service.entrypoints.fanout import build_fanout
 from graph_service.entrypoints.server import ServerRuntime
-from graph_service.events.records import Follow, TweetPosted
+from graph_service.events.kinds import Follow, TweetPosted
 from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.settings import Settings
 from graph_service.timelines import keys

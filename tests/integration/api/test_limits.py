@@ -34,7 +34,7 @@ async def limited(settings: Settings) -> AsyncIterator[tuple[ServerRuntime, Stub
 
 
 def retry_delay(error: grpc.aio.AioRpcError) -> float:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]  # an aio error has the grpc.Call parts it reads
     assert status is not None
     for detail in status.details:
         retry = error_details_pb2.RetryInfo()

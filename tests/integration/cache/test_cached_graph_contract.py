@@ -14,6 +14,7 @@ from graph_service.cache.write_through import CacheWriteThrough
 from graph_service.domain.fences import CounterUpdate, EventMarkers
 from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
@@ -25,11 +26,12 @@ class TestCachedGraph(GraphContract):
     @pytest.fixture
     async def graph(self, shared_tables: Settings) -> AsyncIterator[GraphUnderTest]:
         dynamo = AsyncDynamo.build(shared_tables)
-        store = DynamoGraphStore(dynamo, shared_tables)
+        tables = TableNames(shared_tables.table_prefix)
+        store = DynamoGraphStore(dynamo, tables)
         cache = build_graph_cache(shared_tables)
         assert cache is not None
         reads = CachedGraphReads(store, cache)
-        table = DynamoCounterTable(dynamo, shared_tables)
+        table = DynamoCounterTable(dynamo, tables)
 
         async def set_counts(user_id: int, counts: Counts) -> None:
             """As the counters consumer does: the counters table, then the absolute values into Redis."""

@@ -13,6 +13,7 @@ from graph_service.cache.cached_graph import CachedGraphReads
 from graph_service.cache.write_through import CacheWriteThrough
 from graph_service.domain.models import Direction, Edge, Made
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
@@ -23,7 +24,7 @@ class TestCacheWriteThrough(ChangesContract):
     @pytest.fixture
     async def changes(self, shared_tables: Settings) -> AsyncIterator[ChangesUnderTest]:
         dynamo = AsyncDynamo.build(shared_tables)
-        store = DynamoGraphStore(dynamo, shared_tables)
+        store = DynamoGraphStore(dynamo, TableNames(shared_tables.table_prefix))
         cache = build_graph_cache(shared_tables)
         assert cache is not None
         reads = CachedGraphReads(store, cache)

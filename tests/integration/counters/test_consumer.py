@@ -25,7 +25,7 @@ from counters.consumer import CountersConsumer
 from counters.repairs import CacheRepairer
 from graph_service.domain.fences import EventMarkers
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS, USERS
+from graph_service.dynamodb.tables import FOLLOWERS, USERS, TableNames
 from graph_service.entrypoints.components import build_graph_cache
 from graph_service.entrypoints.counters import build_counters
 from graph_service.settings import Settings
@@ -133,7 +133,7 @@ async def table_counts(settings: Settings, users: list[int]) -> Expected:
     """The counters as stored in the users table (strongly consistent read)."""
     dynamo = AsyncDynamo.build(settings)
     try:
-        stored = await DynamoCounterTable(dynamo, settings).read_counts(users)
+        stored = await DynamoCounterTable(dynamo, TableNames(settings.table_prefix)).read_counts(users)
     finally:
         dynamo.close()
     return {u: (c.followers, c.following) for u, c in stored.items()}
@@ -172,7 +172,7 @@ async def read_stream(settings: Settings, min_edge_records: int) -> tuple[str, l
     dynamo = AsyncDynamo.build(settings)
     streams = AsyncDynamo.build(settings, "dynamodbstreams")
     try:
-        arn = await stream_arn(dynamo, settings, FOLLOWERS)
+        arn = await stream_arn(dynamo, TableNames(settings.table_prefix), FOLLOWERS)
         shards = (await streams.call("describe_stream", StreamArn=arn))["StreamDescription"]["Shards"]
         assert len(shards) == 1
         shard_id = shards[0]["ShardId"]
@@ -206,11 +206,12 @@ async def read_stream(settings: Settings, min_edge_records: int) -> tuple[str, l
 async def counters_consumer(settings: Settings) -> AsyncIterator[CountersConsumer]:
     """The stream handler of the counters consumer, wired as ``build_counters`` wires it."""
     dynamo = AsyncDynamo.build(settings)
-    applier = CounterApplier(DynamoCounterTable(dynamo, settings))
+    tables = TableNames(settings.table_prefix)
+    applier = CounterApplier(DynamoCounterTable(dynamo, tables))
     cache = build_graph_cache(settings)
     repairer = CacheRepairer(cache, applier)
     try:
-        yield CountersConsumer(applier, CheckpointStore(dynamo, settings, settings.counters_consumer_name), repairer)
+        yield CountersConsumer(applier, CheckpointStore(dynamo, tables, settings.counters_consumer_name), repairer)
     finally:
         await repairer.aclose()
         if cache is not None:
@@ -314,7 +315,7 @@ async def start_consumer_process(settings: Settings, log_path: Path) -> asyncio.
 async def checkpoints(settings: Settings) -> dict[str, str | None]:
     dynamo = AsyncDynamo.build(settings)
     try:
-        store = CheckpointStore(dynamo, settings, settings.counters_consumer_name)
+        store = CheckpointStore(dynamo, TableNames(settings.table_prefix), settings.counters_consumer_name)
         return {shard: c.sequence for shard, c in (await store.load_all()).items()}
     finally:
         dynamo.close()
@@ -435,7 +436,7 @@ async def test_removal_of_an_edge_never_counted_leaves_counts_at_zero(
     removed = EdgeChange(follower_id=61, followee_id=62, at_us=1, added=False, sequence="1", event_id="r1")
     dynamo = AsyncDynamo.build(settings)
     try:
-        applier = CounterApplier(DynamoCounterTable(dynamo, settings))
+        applier = CounterApplier(DynamoCounterTable(dynamo, TableNames(settings.table_prefix)))
         no_fence = EventMarkers("test", (), 0)
         new = await applier.apply([removed, removed], no_fence)
         assert {u: (c.followers, c.following) for u, c in new.items()} == {61: (0, 0), 62: (0, 0)}

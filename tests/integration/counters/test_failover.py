@@ -21,7 +21,7 @@ import pytest
 
 from counters.applier import chunk_changes
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS
+from graph_service.dynamodb.tables import FOLLOWERS, TableNames
 from graph_service.entrypoints.counters import CountersRuntime, build_counters
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
@@ -47,7 +47,7 @@ def counts_of(pairs: Sequence[tuple[int, int]]) -> Counts:
 async def stored_counts(settings: Settings, users: list[int]) -> Counts:
     dynamo = AsyncDynamo.build(settings)
     try:
-        stored = await DynamoCounterTable(dynamo, settings).read_counts(users)
+        stored = await DynamoCounterTable(dynamo, TableNames(settings.table_prefix)).read_counts(users)
     finally:
         dynamo.close()
     return {u: (c.followers, c.following) for u, c in stored.items()}
@@ -57,7 +57,9 @@ async def owners(settings: Settings) -> list[str | None]:
     """The lease owner of each shard of the counters' checkpoints."""
     dynamo = AsyncDynamo.build(settings)
     try:
-        checkpoints = await CheckpointStore(dynamo, settings, settings.counters_consumer_name).load_all()
+        checkpoints = await CheckpointStore(
+            dynamo, TableNames(settings.table_prefix), settings.counters_consumer_name
+        ).load_all()
     finally:
         dynamo.close()
     return [c.owner for c in checkpoints.values()]
@@ -92,9 +94,12 @@ async def test_leases_follow_their_rules_and_never_touch_the_checkpoint(settings
     settings = replace(settings, lease_seconds=LEASE_SECONDS)
     dynamo = AsyncDynamo.build(settings)
     skew = [0.0]  # how far ahead the second owner's clock runs
-    first = ShardLeases(dynamo, settings, "counters", owner="first")
-    second = ShardLeases(dynamo, settings, "counters", owner="second", clock=lambda: time.time() + skew[0])
-    checkpoints = CheckpointStore(dynamo, settings, "counters")
+    tables = TableNames(settings.table_prefix)
+    first = ShardLeases(dynamo, tables, "counters", lease_seconds=LEASE_SECONDS, owner="first")
+    second = ShardLeases(
+        dynamo, tables, "counters", lease_seconds=LEASE_SECONDS, owner="second", clock=lambda: time.time() + skew[0]
+    )
+    checkpoints = CheckpointStore(dynamo, tables, "counters")
     try:
         assert await first.acquire("s")
         assert await first.acquire("s")  # already its own
@@ -146,7 +151,7 @@ async def test_a_survivor_takes_a_crashed_owners_shard_within_the_lease_and_coun
         crashed.set()
         await asyncio.Event().wait()  # the process is gone: nothing more of it runs
 
-    first.repairer.repair = repair_then_die  # type: ignore[method-assign]
+    first.repairer.repair = repair_then_die  # type: ignore[method-assign]  # the crash, in place
     first_task = asyncio.create_task(first.run(asyncio.Event()))
     try:
         await asyncio.wait_for(crashed.wait(), timeout=30)
@@ -214,7 +219,7 @@ async def test_an_owner_paused_before_its_transaction_loses_the_shard_and_its_la
         finally:
             finished.set()
 
-    first.consumer.handle = handle_unless_paused  # type: ignore[method-assign]
+    first.consumer.handle = handle_unless_paused  # type: ignore[method-assign]  # the pause, in place
     async with run_built(first):
         await eventually(lambda: asyncio.sleep(0, first.consumer.applied_changes), lambda n: n == 10)
         second = await build_counters(settings)

@@ -27,7 +27,8 @@ from fanout.worker import FanoutWorker, Offsets
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
 from graph_service.entrypoints.server import ServerRuntime
 from graph_service.events.kafka import client_options
-from graph_service.events.records import EVENT_TYPE_HEADER, VERSION_HEADER, OutgoingRecord, follow_record, tweet_record
+from graph_service.events.kinds import Follow, TweetPosted, encode
+from graph_service.events.records import EVENT_TYPE_HEADER, VERSION_HEADER, OutgoingRecord
 from graph_service.settings import Settings
 from graph_service.timelines import keys
 from tests.support.graph_calls import follow
@@ -76,7 +77,7 @@ class Producer:
     async def tweet(
         self, tweet_id: int, author_id: int, *, key: bytes | None = None, partition: int | None = None
     ) -> Sent:
-        record = tweet_record(tweet_id, author_id, created_at_us(tweet_id))
+        record = encode(TweetPosted(tweet_id, author_id, created_at_us(tweet_id)))
         return await self.record(record, key=key, partition=partition)
 
     async def record(
@@ -95,7 +96,7 @@ class Producer:
         """Many (tweet_id, author_id, partition) at once: all sent, then all acknowledged."""
         pending = []
         for tweet_id, author_id, partition in tweets:
-            record = tweet_record(tweet_id, author_id, created_at_us(tweet_id))
+            record = encode(TweetPosted(tweet_id, author_id, created_at_us(tweet_id)))
             pending.append(
                 await self._producer.send(
                     self.settings.tweets_topic,
@@ -132,7 +133,7 @@ async def recent(client: aioredis.Redis, author_id: int) -> list[int]:
     return [int(v) for v in await client.lrange(keys.recent(author_id), 0, -1)]
 
 
-async def timelines_become(client: aioredis.Redis, expected: dict[int, list[int]], timeout: float = 20.0) -> None:  # noqa: ASYNC109
+async def timelines_become(client: aioredis.Redis, expected: dict[int, list[int]], timeout: float = 20.0) -> None:  # noqa: ASYNC109 - a polling deadline
     """Poll until every listed user's stored home timeline is exactly the expected list."""
 
     async def probe() -> dict[int, list[int]]:
@@ -141,14 +142,14 @@ async def timelines_become(client: aioredis.Redis, expected: dict[int, list[int]
     await eventually(probe, lambda got: got == expected, timeout=timeout)
 
 
-async def handled_reaches(workers: Sequence[FanoutWorker], count: int, timeout: float = 20.0) -> None:  # noqa: ASYNC109
+async def handled_reaches(workers: Sequence[FanoutWorker], count: int, timeout: float = 20.0) -> None:  # noqa: ASYNC109 - a polling deadline
     async def probe() -> int:
         return sum(w.stats.handled["tweet"] for w in workers)
 
     await eventually(probe, lambda got: got >= count, timeout=timeout)
 
 
-async def assigned(worker: FanoutWorker, timeout: float = 30.0) -> set[TopicPartition]:  # noqa: ASYNC109
+async def assigned(worker: FanoutWorker, timeout: float = 30.0) -> set[TopicPartition]:  # noqa: ASYNC109 - a polling deadline
     """Wait until the worker has joined its group and owns partitions."""
 
     async def probe() -> set[TopicPartition]:
@@ -328,7 +329,7 @@ async def test_unreadable_records_are_logged_counted_and_skipped_while_the_rest_
     key = b"one-partition"
     zero_id = epb.TweetCreated(tweet_id=0, author_id=2).SerializeToString()
     zero_author = epb.TweetCreated(tweet_id=middle - 1, author_id=0).SerializeToString()
-    valid = tweet_record(middle, 2, created_at_us(middle)).value
+    valid = encode(TweetPosted(middle, 2, created_at_us(middle))).value
     bad_tweets: list[tuple[bytes | None, Headers, str]] = [
         (b"\xff\xff\xff not protobuf", headers(TWEET_CREATED, b"1"), "malformed"),
         (valid, headers(TWEET_CREATED, b"2"), "unknown_version"),
@@ -344,7 +345,7 @@ async def test_unreadable_records_are_logged_counted_and_skipped_while_the_rest_
     bad_follows: list[tuple[bytes | None, Headers, str]] = [
         (b"\x0f", headers(FOLLOW_EVENT, b"1"), "malformed"),
         (self_follow.SerializeToString(), headers(FOLLOW_EVENT, b"1"), "malformed"),
-        (follow_record(9, 2, True, 1).value, headers(FOLLOW_EVENT, b"0"), "unknown_version"),
+        (encode(Follow(9, 2, True, 1)).value, headers(FOLLOW_EVENT, b"0"), "unknown_version"),
     ]
 
     with capture_logs() as logs:
@@ -364,7 +365,7 @@ async def test_unreadable_records_are_logged_counted_and_skipped_while_the_rest_
             graph = event_settings.graph_events_topic
             for value, h, _ in bad_follows:
                 await producer.send(value, headers=h, key=b"2", topic=graph)
-            await producer.record(follow_record(9, 2, True, 1), topic=graph)  # keyed by followee 2, as above
+            await producer.record(encode(Follow(9, 2, True, 1)), topic=graph)  # keyed by followee 2, as above
             await timelines_become(client, {9: [after, middle, before]})
 
             bad = bad_tweets + bad_follows

@@ -8,7 +8,8 @@ import io
 
 from graph_service.cache import keys
 from graph_service.domain.models import Direction, Edge
-from graph_service.operations.fsck import FsckPlan, clean, run_fsck
+from graph_service.entrypoints.fsck import run_fsck
+from graph_service.operations.fsck import FsckPlan, clean
 from graph_service.operations.fsck_report import Report
 from graph_service.settings import Settings
 from tests.support.graph_calls import (

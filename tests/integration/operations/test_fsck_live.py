@@ -13,9 +13,10 @@ import pytest
 from graph_service.domain.models import Counts, Made
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWING
+from graph_service.dynamodb.tables import FOLLOWING, TableNames
+from graph_service.entrypoints.fsck import run_fsck
 from graph_service.operations import fsck as fsck_module
-from graph_service.operations.fsck import FsckPlan, run_fsck
+from graph_service.operations.fsck import FsckPlan
 from graph_service.operations.fsck_report import Report, Violation
 from graph_service.operations.scanning import for_each_partition
 from graph_service.settings import Settings
@@ -38,7 +39,7 @@ async def test_a_counter_behind_follows_in_flight_is_not_reported_as_drift(
     the edge tables before the consumer applies it, so the counter is behind at almost every
     instant, yet it is never stable (same ``ver``, same true counts) across a settle interval."""
     dynamo = AsyncDynamo.build(settings)
-    store = DynamoGraphStore(dynamo, settings)
+    store = DynamoGraphStore(dynamo, TableNames(settings.table_prefix))
     star = 7_000
     made = 0
     stop = asyncio.Event()
@@ -74,7 +75,7 @@ async def test_a_request_made_between_the_edge_scans_is_unconfirmed_not_a_violat
     seen would be reported; read ``n`` first, the request is seen and the recheck finds ``n``
     moved since it was read: unconfirmed, and the run is clean."""
     dynamo = AsyncDynamo.build(settings)
-    store = DynamoGraphStore(dynamo, settings)
+    store = DynamoGraphStore(dynamo, TableNames(settings.table_prefix))
     scans = 0
 
     async def scan_then_request(*args: Any, **kwargs: Any) -> None:
@@ -103,7 +104,7 @@ async def test_a_request_made_between_the_edge_scans_is_unconfirmed_not_a_violat
 async def test_outgoing_drift_that_stands_still_is_still_reported(settings: Settings) -> None:
     """The same users without the request in flight, but with ``n`` planted wrong: a violation."""
     dynamo = AsyncDynamo.build(settings)
-    store = DynamoGraphStore(dynamo, settings)
+    store = DynamoGraphStore(dynamo, TableNames(settings.table_prefix))
     try:
         assert await store.add_edge(900, 901, now_us()) is Made.CREATED
         assert await store.add_request(900, 902, now_us()) is Made.CREATED

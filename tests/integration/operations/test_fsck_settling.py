@@ -8,7 +8,7 @@ from graph_service.cache import keys
 from graph_service.cache.inspection import CacheInspector
 from graph_service.domain.models import Edge
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.operations.fsck_cache import CacheChecker
 from graph_service.operations.fsck_confirm import Confirmer
 from graph_service.operations.fsck_report import Report
@@ -47,8 +47,9 @@ async def test_suspicions_that_settle_before_the_second_look_are_not_reported(se
         await redis.set(keys.follow_state(3, 4), "0")
         report = Report(io.StringIO())
         later = Confirmer(0)  # not started yet: suspicions wait in its queue
-        store = StoreChecker(dynamo, settings, report, later)
-        cache = CacheChecker(CacheInspector(redis), DynamoGraphStore(dynamo, settings), report, later, repair=False)
+        tables = TableNames(settings.table_prefix)
+        store = StoreChecker(dynamo, tables, report, later)
+        cache = CacheChecker(CacheInspector(redis), DynamoGraphStore(dynamo, tables), report, later, repair=False)
         for user in (1, 2, 3, 4):
             await store.check_user(user)
         store.flush()

@@ -10,7 +10,8 @@ from graph_service.domain.models import Edge
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS
-from graph_service.operations.fsck import FsckPlan, run_fsck
+from graph_service.entrypoints.fsck import run_fsck
+from graph_service.operations.fsck import FsckPlan
 from graph_service.operations.fsck_report import Report
 from graph_service.settings import Settings
 from graph_service.store import items as it

@@ -12,10 +12,11 @@ import pytest
 
 from graph_service.domain.models import Made, PairState
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames
+from graph_service.entrypoints.importer import run_import
 from graph_service.operations import importer
 from graph_service.operations.import_state import ImportFileError, RejectFile, Tally, save_state
-from graph_service.operations.importer import ImportOptions, ImportResult, prepare, run_import
+from graph_service.operations.importer import ImportOptions, ImportResult, prepare
 from graph_service.operations.progress import meter
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
@@ -26,7 +27,7 @@ Items = list[tuple[int, str, int]]
 
 async def run(settings: Settings, source: Path, **options: object) -> ImportResult:
     chosen = ImportOptions(source, source.with_suffix(".state"), source.with_suffix(".rejects"))
-    chosen = replace(chosen, **options)  # type: ignore[arg-type]
+    chosen = replace(chosen, **options)  # type: ignore[arg-type]  # the caller's ImportOptions fields
     state, fresh = prepare(chosen)
     with source.with_suffix(".progress").open("a") as out, meter("import", stream=out) as progress:
         return await run_import(settings, chosen, state, fresh=fresh, stop=asyncio.Event(), meter=progress)
@@ -79,7 +80,7 @@ async def test_blocks_requests_the_cap_and_bad_lines_are_rejected_and_existing_f
     the cap passes the follower's first rows in file order, and the rest of the batch is written."""
     capped = replace(settings, max_following=3)
     dynamo = AsyncDynamo.build(capped)
-    store = DynamoGraphStore(dynamo, capped)
+    store = DynamoGraphStore(dynamo, TableNames(capped.table_prefix))
     try:
         assert await store.add_block(1, 2, 1, PairState())
         assert await store.add_request(3, 4, 7, cap=3) is Made.CREATED  # 3 -> 4 pending

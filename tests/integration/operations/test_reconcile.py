@@ -15,7 +15,8 @@ from graph_service.cache.graph_cache import GraphCache
 from graph_service.domain.models import Counts
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.entrypoints.components import build_graph_cache
+from graph_service.dynamodb.tables import TableNames
+from graph_service.entrypoints.components import build_graph_cache, counters_stream
 from graph_service.operations import scanning
 from graph_service.operations.progress import meter
 from graph_service.operations.reconcile import Reconciler
@@ -52,7 +53,14 @@ async def cache(settings: Settings) -> AsyncIterator[GraphCache]:
 
 
 def reconciler(dynamo: AsyncDynamo, settings: Settings, cache: GraphCache | None = None, *, fix: bool) -> Reconciler:
-    return Reconciler(dynamo, settings, cache, fix=fix, settle_seconds=SETTLE)
+    return Reconciler(
+        dynamo,
+        TableNames(settings.table_prefix),
+        cache,
+        counters=counters_stream(settings),
+        fix=fix,
+        settle_seconds=SETTLE,
+    )
 
 
 async def test_given_users_drift_is_reported_exactly_then_fixed_with_the_version_bumped(
@@ -208,7 +216,7 @@ async def test_the_census_tallies_page_by_page_and_never_holds_a_partition(
     await plant_request(dynamo, settings, 9, 5, now_us())
 
     with meter("census", None) as progress:
-        census = await take_census(dynamo, settings, segments=2, meter=progress, page_size=3)
+        census = await take_census(dynamo, TableNames(settings.table_prefix), segments=2, meter=progress, page_size=3)
 
     assert sorted(census) == [5, 9, *range(11, 18)]
     assert (census[5].stored, census[5].followers, census[5].counts_drifted) == (Counts(7, 0, 3), 7, False)

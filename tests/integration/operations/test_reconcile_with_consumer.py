@@ -12,7 +12,8 @@ import pytest
 from graph_service.domain.models import Counts, Made
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.entrypoints.components import build_graph_cache
+from graph_service.dynamodb.tables import TableNames
+from graph_service.entrypoints.components import build_graph_cache, counters_stream
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.reconcile import Reconciler
 from graph_service.operations.reconcile_rules import Outcome
@@ -32,10 +33,11 @@ async def test_fix_during_follows_lands_on_a_stable_moment_and_the_counts_end_ex
 ) -> None:
     dynamo = AsyncDynamo.build(settings)
     cache = build_graph_cache(settings)
+    tables = TableNames(settings.table_prefix)
     store, table, counter = (
-        DynamoGraphStore(dynamo, settings),
-        DynamoCounterTable(dynamo, settings),
-        EdgeCounter(dynamo, settings),
+        DynamoGraphStore(dynamo, tables),
+        DynamoCounterTable(dynamo, tables),
+        EdgeCounter(dynamo, tables),
     )
     x, y = 501, 502
     edges = {(601, x), (602, x), (601, y), (x, y)}
@@ -76,7 +78,14 @@ async def test_fix_during_follows_lands_on_a_stable_moment_and_the_counts_end_ex
                     edges.add((follower, followee))
 
         reconciler = Reconciler(
-            dynamo, settings, cache, fix=True, settle_seconds=SETTLE, rounds=5, sleep=settle_then_follow
+            dynamo,
+            tables,
+            cache,
+            counters=counters_stream(settings),
+            fix=True,
+            settle_seconds=SETTLE,
+            rounds=5,
+            sleep=settle_then_follow,
         )
         report = await reconciler.users([x, y])
         assert [(f.user_id, f.outcome) for f in report.users] == [(x, Outcome.FIXED), (y, Outcome.FIXED)]

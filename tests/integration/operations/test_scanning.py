@@ -42,7 +42,7 @@ async def test_every_partition_is_handed_over_once_whole(seeded: Settings) -> No
 
         async def handle(pk: int, items: list[dict[str, Any]]) -> None:
             handled[pk] += 1  # noqa: B023 - used before the loop moves on
-            sizes[pk] = len(items)  # noqa: B023
+            sizes[pk] = len(items)  # noqa: B023 - used before the loop moves on
             assert {int(i["pk"]["N"]) for i in items} == {pk}
 
         dynamo = AsyncDynamo.build(seeded)
@@ -68,7 +68,7 @@ async def test_pages_never_exceed_page_size_and_cover_every_item_once(seeded: Se
         async def handle(items: list[dict[str, Any]]) -> None:
             nonlocal largest
             largest = max(largest, len(items))
-            seen.update((int(i["pk"]["N"]), i["sk"]["S"]) for i in items)  # noqa: B023
+            seen.update((int(i["pk"]["N"]), i["sk"]["S"]) for i in items)  # noqa: B023 - used before the loop moves on
 
         dynamo = AsyncDynamo.build(seeded)
         try:

@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaProducer
 from socialgraph_devstack.processes import ManagedProcess, free_port, start_kafka_broker, start_object_store
 
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.relay import RelayRuntime, build_relay
 from graph_service.events.kafka import client_options, ensure_topics
 from graph_service.events.topics import end_offsets
@@ -75,17 +76,17 @@ async def test_a_record_in_the_middle_of_the_last_batch_is_a_suspicion_a_fetch_c
         sent = [await producer.send("graph", f"shard {n}".encode(), partition=0) for n in range(3)]
         acks = await asyncio.gather(*sent)  # one producer batch: offsets 0, 1, 2
         assert [ack.offset for ack in acks] == [0, 1, 2]
-        checkpoints = CheckpointStore(dynamo, settings, f"{settings.table_prefix}guard")
+        checkpoints = CheckpointStore(dynamo, TableNames(settings.table_prefix), f"{settings.table_prefix}guard")
         await checkpoints.advance("shard-b", None, "1", produced={0: 2})  # the second shard's first record
         guard = LogGuard("graph", checkpoints, probe=FetchProbe(producer.client, "graph"), relay_metrics=RelayMetrics())
 
-        high_water = await end_offsets(settings, "graph", 3)
+        high_water = await end_offsets(client_options(settings), "graph", 3)
         assert high_water[0] <= 2  # ListOffsets: one past the batch's start, below the record at 2
-        assert not await guard.compare(lambda: end_offsets(settings, "graph", 3))
+        assert not await guard.compare(lambda: end_offsets(client_options(settings), "graph", 3))
         assert (guard.suspicions, guard.cleared, guard.rewinds) == (1, 1, 0)
 
         await checkpoints.advance("shard-b", "1", "2", produced={0: 9})  # never in the log
-        assert await guard.compare(lambda: end_offsets(settings, "graph", 3))
+        assert await guard.compare(lambda: end_offsets(client_options(settings), "graph", 3))
         assert (guard.suspicions, guard.cleared, guard.rewinds) == (2, 1, 1)
     finally:
         await producer.stop()

@@ -25,7 +25,7 @@ from graph_service.domain.errors import InvalidTweet
 from graph_service.domain.models import Tweet
 from graph_service.domain.tweet_ids import created_at_us
 from graph_service.dynamodb.client import AsyncDynamo
-from graph_service.dynamodb.tables import TWEETS
+from graph_service.dynamodb.tables import TWEETS, TableNames
 from graph_service.events.kafka import client_options
 from graph_service.settings import Settings
 from graph_service.streams.checkpoints import CheckpointStore
@@ -68,7 +68,7 @@ class TopicReader:
             self.records.extend(part)
         return self.records
 
-    async def until(self, accept: Callable[[list[Record]], bool], timeout: float = 30.0) -> list[Record]:  # noqa: ASYNC109
+    async def until(self, accept: Callable[[list[Record]], bool], timeout: float = 30.0) -> list[Record]:  # noqa: ASYNC109 - a polling deadline
         """Poll until ``accept(records so far)`` holds; fail at the deadline."""
         return await eventually(self.poll, accept, timeout=timeout, interval=0)
 
@@ -155,7 +155,7 @@ async def relay_checkpointed_everything(settings: Settings, table: str) -> None:
     """Wait until the relay's checkpoint of every shard is at the shard's last record: stopping the
     relay now cannot fall between a produce and its checkpoint."""
     dynamo = AsyncDynamo.build(settings)
-    checkpoints = CheckpointStore(dynamo, settings, f"{settings.relay_consumer_name}:{table}")
+    checkpoints = CheckpointStore(dynamo, TableNames(settings.table_prefix), f"{settings.relay_consumer_name}:{table}")
 
     async def lagging() -> dict[str, tuple[str, str | None]]:
         last = await asyncio.to_thread(_last_sequences, settings, table)

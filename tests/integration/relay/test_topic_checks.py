@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from graph_service.events.kafka import client_options, ensure_topics
+from graph_service.events.kafka import client_options, ensure_topics, topic_check
 from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
 
@@ -40,7 +40,7 @@ async def existing(settings: Settings) -> set[str]:
 
 async def test_missing_then_mis_sized_then_healed_by_create_topics(kafka_broker: str) -> None:
     settings = topic_settings(kafka_broker)
-    watch = TopicWatch(settings)
+    watch = TopicWatch(topic_check(settings))
     assert not await watch.check()
     assert f"topic {settings.tweets_topic} does not exist; run socialgraph create-topics" in (watch.problem() or "")
     assert not await watch.check()  # asking twice created nothing
@@ -64,7 +64,7 @@ async def test_missing_then_mis_sized_then_healed_by_create_topics(kafka_broker:
 
     fine = replace(settings, topic_partitions=2, tweets_topic=settings.tweets_topic)
     await ensure_topics(replace(fine, graph_events_topic=f"{settings.graph_events_topic}-2"))
-    healed = TopicWatch(replace(fine, graph_events_topic=f"{settings.graph_events_topic}-2"))
+    healed = TopicWatch(topic_check(replace(fine, graph_events_topic=f"{settings.graph_events_topic}-2")))
     assert await healed.check()
     assert healed.problem() is None
 

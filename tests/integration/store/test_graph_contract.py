@@ -9,6 +9,7 @@ import pytest
 from graph_service.domain.fences import CounterUpdate, EventMarkers
 from graph_service.domain.models import Counts
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.settings import Settings
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.store.graph_store import DynamoGraphStore
@@ -19,8 +20,9 @@ class TestDynamoGraphStore(GraphContract):
     @pytest.fixture
     async def graph(self, shared_tables: Settings) -> AsyncIterator[GraphUnderTest]:
         dynamo = AsyncDynamo.build(shared_tables)
-        store = DynamoGraphStore(dynamo, shared_tables)
-        table = DynamoCounterTable(dynamo, shared_tables)
+        tables = TableNames(shared_tables.table_prefix)
+        store = DynamoGraphStore(dynamo, tables)
+        table = DynamoCounterTable(dynamo, tables)
 
         async def set_counts(user_id: int, counts: Counts) -> None:
             assert await table.commit([CounterUpdate(user_id, Counts(), counts)], EventMarkers("contract", (), 0))

@@ -15,7 +15,7 @@ from graph_service.dynamodb.tables import FOLLOWERS
 from graph_service.entrypoints.counters import build_counters
 from graph_service.entrypoints.fanout import build_fanout
 from graph_service.events.kafka import client_options
-from graph_service.events.records import tweet_record
+from graph_service.events.kinds import TweetPosted, encode
 from graph_service.settings import Settings
 from tests.support.polling import eventually
 from tests.support.runtimes import run_built
@@ -95,7 +95,7 @@ async def test_fanout_kafka_lag_per_partition_until_the_commit(event_settings: S
         generator = TweetIdGenerator()
         for author in (901, 902, 903, 904):  # no followers: nothing to push
             tweet_id = generator.next_id()
-            record = tweet_record(tweet_id, author, created_at_us(tweet_id))
+            record = encode(TweetPosted(tweet_id, author, created_at_us(tweet_id)))
             await producer.send_and_wait(
                 event_settings.tweets_topic, record.value, key=record.key, headers=record.headers, partition=1
             )

@@ -14,8 +14,9 @@ from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.api.callers import caller_entry, mint_token
 from graph_service.cache.lease import CacheLease
+from graph_service.domain.listening import PortInUse
 from graph_service.entrypoints.server import build_server
-from graph_service.settings import PortInUse, Settings
+from graph_service.settings import Settings
 from tests.support.graph_calls import follow, unfollow
 from tests.support.polling import eventually
 from tests.support.runtimes import running_server, stub_for
@@ -27,7 +28,7 @@ SERVICE = "socialgraph.v1.SocialGraphService"
 
 async def code_of(call: object) -> str:
     try:
-        await call  # type: ignore[misc]
+        await call  # type: ignore[misc]  # a grpc.aio call, typed by the stubs as the sync reply
     except grpc.aio.AioRpcError as error:
         return error.code().name
     return "OK"

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
 from graph_service.settings import Settings
 from graph_service.tweets.tweet_store import DynamoTweetStore
 from tests.support.contracts.tweets import TweetsContract
@@ -17,6 +18,6 @@ class TestDynamoTweetStore(TweetsContract):
     async def tweets(self, shared_tables: Settings) -> AsyncIterator[DynamoTweetStore]:
         dynamo = AsyncDynamo.build(shared_tables)
         try:
-            yield DynamoTweetStore(dynamo, shared_tables)
+            yield DynamoTweetStore(dynamo, TableNames(shared_tables.table_prefix))
         finally:
             dynamo.close()

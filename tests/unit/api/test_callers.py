@@ -10,6 +10,7 @@ import pytest
 from graph_service.api.auth import OUR_PACKAGE, SCOPE_OF, Authenticator, required_scope
 from graph_service.api.callers import Caller, CallersFileError, CallerTable, caller_entry, mint_token
 from graph_service.domain.errors import MissingScope, Unauthenticated
+from tests.support.declared_rpcs import declared_methods
 
 HASH = hashlib.sha256(b"secret-token").hexdigest()
 OTHER = hashlib.sha256(b"other-token").hexdigest()
@@ -93,6 +94,11 @@ def test_every_rpc_of_ours_needs_a_scope_and_other_services_none() -> None:
     assert required_scope("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") is None
     assert required_scope(OUR_PACKAGE + "SocialGraphService/SomethingNew") == "write"
     assert set(SCOPE_OF.values()) == {"read", "write"}
+
+
+def test_the_scope_table_names_exactly_the_rpcs_the_protos_declare() -> None:
+    """An RPC added to a proto and not to ``SCOPE_OF`` (it would need ``write``) fails here."""
+    assert SCOPE_OF.keys() == declared_methods().keys()
 
 
 def test_the_readme_scope_table_is_the_code_table() -> None:

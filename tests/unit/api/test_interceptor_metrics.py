@@ -17,42 +17,20 @@ from graph_service.api.interceptors import RequestInterceptor
 from graph_service.domain.errors import FollowLimit, RateLimited
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.rpc import RpcMetrics
+from tests.support.servicer_context import CallDetails, ServicerContext
 
 FOLLOW = "/socialgraph.v1.SocialGraphService/Follow"
 TOKEN = mint_token()
 
 
-class Details:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
-
-
-class Context:
-    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
-        self._metadata = metadata
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    async def send_initial_metadata(self, metadata: object) -> None:
-        return None
-
-    def set_trailing_metadata(self, metadata: object) -> None:
-        return None
-
-    async def abort_with_status(self, status: grpc.Status) -> None:
-        raise grpc.aio.AbortError()
-
-
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
-async def call(interceptor: RequestInterceptor, handler: Handler, context: Context) -> None:
+async def call(interceptor: RequestInterceptor, handler: Handler, context: ServicerContext) -> None:
     async def continuation(details: Any) -> grpc.RpcMethodHandler[Any, Any]:
         return grpc.unary_unary_rpc_method_handler(handler)
 
-    wrapped = await interceptor.intercept_service(continuation, Details(FOLLOW))  # type: ignore[arg-type]
+    wrapped = await interceptor.intercept_service(continuation, CallDetails(FOLLOW))
     await wrapped.unary_unary(object(), context)
 
 
@@ -81,12 +59,12 @@ def handled(registry: CollectorRegistry, code: str, caller: str = "") -> float |
 async def test_each_outcome_is_counted_under_its_code_name_and_limits_by_reason() -> None:
     registry = CollectorRegistry()
     interceptor = RequestInterceptor(metrics=RpcMetrics(registry), limits=LimitMetrics(registry))
-    await call(interceptor, ok, Context())
+    await call(interceptor, ok, ServicerContext())
     for error in (RateLimited(1, 400, 86400, 2.5), FollowLimit(1, 7500), FollowLimit(1, 7500), RuntimeError("bug")):
         with pytest.raises(grpc.aio.AbortError):
-            await call(interceptor, raising(error), Context())
+            await call(interceptor, raising(error), ServicerContext())
     with pytest.raises(asyncio.CancelledError):
-        await call(interceptor, raising(asyncio.CancelledError()), Context())
+        await call(interceptor, raising(asyncio.CancelledError()), ServicerContext())
     counts = {code: handled(registry, code) for code in ("OK", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION")}
     assert counts == {"OK": 1, "RESOURCE_EXHAUSTED": 1, "FAILED_PRECONDITION": 2}
     assert handled(registry, "INTERNAL") == 1
@@ -102,7 +80,7 @@ async def test_a_caller_refused_before_it_is_known_is_counted_as_started_under_n
     interceptor = RequestInterceptor(Authenticator(table), metrics=RpcMetrics(registry))
     for metadata in [(), (("authorization", f"Bearer {TOKEN}"),)]:
         with pytest.raises(grpc.aio.AbortError):
-            await call(interceptor, ok, Context(metadata))
+            await call(interceptor, ok, ServicerContext(metadata))
     assert handled(registry, "UNAUTHENTICATED") == 1
     assert handled(registry, "PERMISSION_DENIED", caller="feed") == 1  # a reader calling a write RPC
     started = registry.get_sample_value

@@ -12,12 +12,7 @@ from graph_service.api.auth import Authenticator
 from graph_service.api.callers import CallerTable, caller_entry, mint_token
 from graph_service.api.interceptors import RequestInterceptor
 from tests.support.logs import capture_every_level
-
-
-class Details:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
+from tests.support.servicer_context import CallDetails, ServicerContext
 
 
 async def _stream(request: Any, context: Any) -> Any:
@@ -32,7 +27,7 @@ async def intercepted(interceptor: RequestInterceptor, method: str) -> grpc.RpcM
     async def continuation(details: Any) -> grpc.RpcMethodHandler[Any, Any]:
         return _streaming_handler()
 
-    return await interceptor.intercept_service(continuation, Details(method))  # type: ignore[arg-type]
+    return await interceptor.intercept_service(continuation, CallDetails(method))
 
 
 async def test_a_streaming_rpc_of_ours_is_not_served_with_auth_on() -> None:
@@ -42,27 +37,6 @@ async def test_a_streaming_rpc_of_ours_is_not_served_with_auth_on() -> None:
     assert await intercepted(auth, "/socialgraph.v1.SocialGraphService/WatchFollows") is None
     assert await intercepted(auth, "/grpc.health.v1.Health/Watch") is not None
     assert await intercepted(RequestInterceptor(), "/socialgraph.v1.SocialGraphService/WatchFollows") is not None
-
-
-class Context:
-    """The parts of a grpc.aio servicer context the interceptor uses."""
-
-    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
-        self._metadata = metadata
-        self.status: grpc.Status | None = None
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    async def send_initial_metadata(self, metadata: object) -> None:
-        return None
-
-    def set_trailing_metadata(self, metadata: object) -> None:
-        return None
-
-    async def abort_with_status(self, status: grpc.Status) -> None:
-        self.status = status
-        raise grpc.aio.AbortError()
 
 
 async def test_every_line_of_a_failing_call_names_the_caller() -> None:
@@ -78,8 +52,10 @@ async def test_every_line_of_a_failing_call_names_the_caller() -> None:
     async def continuation(details: Any) -> grpc.RpcMethodHandler[Any, Any]:
         return grpc.unary_unary_rpc_method_handler(handler)
 
-    wrapped = await interceptor.intercept_service(continuation, Details("/socialgraph.v1.SocialGraphService/GetCounts"))  # type: ignore[arg-type]
-    context = Context((("authorization", f"Bearer {token}"),))
+    wrapped = await interceptor.intercept_service(
+        continuation, CallDetails("/socialgraph.v1.SocialGraphService/GetCounts")
+    )
+    context = ServicerContext((("authorization", f"Bearer {token}"),))
     with capture_every_level() as logs, pytest.raises(grpc.aio.AbortError):
         await wrapped.unary_unary(object(), context)
     assert [e["event"] for e in logs] == ["inside", "rpc_failed", "rpc"]

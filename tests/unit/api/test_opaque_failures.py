@@ -21,38 +21,12 @@ from graph_service.domain.errors import MalformedRequest, TimelineUnavailable, U
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.rpc import RpcMetrics
 from tests.support.logs import capture_every_level
+from tests.support.servicer_context import CallDetails, ServicerContext
 
 FOLLOW = "/socialgraph.v1.SocialGraphService/Follow"
 GARBAGE = b"\xff\xff\xff"
 TOKEN = mint_token()
 Handler = Callable[[Any, Any], Awaitable[Any]]
-
-
-class Details:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
-
-
-class Context:
-    """The parts of a grpc.aio servicer context the interceptor uses."""
-
-    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
-        self._metadata = metadata
-        self.status: grpc.Status | None = None
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    async def send_initial_metadata(self, metadata: object) -> None:
-        return None
-
-    def set_trailing_metadata(self, metadata: object) -> None:
-        return None
-
-    async def abort_with_status(self, status: grpc.Status) -> None:
-        self.status = status
-        raise grpc.aio.AbortError()
 
 
 class Clock:
@@ -85,10 +59,10 @@ async def wrap(interceptor: RequestInterceptor, handler: Handler | None = None) 
             response_serializer=pb.FollowResponse.SerializeToString,
         )
 
-    return await interceptor.intercept_service(continuation, Details(FOLLOW))  # type: ignore[arg-type]
+    return await interceptor.intercept_service(continuation, CallDetails(FOLLOW))
 
 
-async def answer(wrapped: grpc.RpcMethodHandler[Any, Any], body: bytes, context: Context) -> grpc.Status:
+async def answer(wrapped: grpc.RpcMethodHandler[Any, Any], body: bytes, context: ServicerContext) -> grpc.Status:
     """What gRPC does with a call: decode the body with the handler's deserializer, then run it."""
     assert wrapped.request_deserializer is not None
     request = wrapped.request_deserializer(body)
@@ -115,7 +89,7 @@ async def test_a_malformed_body_is_invalid_argument_with_a_fixed_sentence_and_co
     """The handler never runs; the caller gets INVALID_ARGUMENT / MALFORMED_REQUEST and a sentence
     naming nothing inside the server; the call is counted under INVALID_ARGUMENT."""
     registry = CollectorRegistry()
-    status = await answer(await wrap(RequestInterceptor(metrics=RpcMetrics(registry))), GARBAGE, Context())
+    status = await answer(await wrap(RequestInterceptor(metrics=RpcMetrics(registry))), GARBAGE, ServicerContext())
     assert status.code == grpc.StatusCode.INVALID_ARGUMENT
     assert reason_of(status) == "MALFORMED_REQUEST"
     assert status.details == MalformedRequest.public_message
@@ -136,11 +110,11 @@ async def test_the_caller_is_checked_before_the_body() -> None:
     request format, and is not logged as malformed); a known caller's is MALFORMED_REQUEST."""
     interceptor = RequestInterceptor(Authenticator(CallerTable.parse(caller_entry("feed", ["write"], TOKEN))))
     with capture_every_level() as logs:
-        stranger = await answer(await wrap(interceptor), GARBAGE, Context())
+        stranger = await answer(await wrap(interceptor), GARBAGE, ServicerContext())
     assert stranger.code == grpc.StatusCode.UNAUTHENTICATED
     assert [e for e in logs if e["event"] == "malformed_request"] == []
     with capture_every_level() as logs:
-        known = await answer(await wrap(interceptor), GARBAGE, Context((("authorization", f"Bearer {TOKEN}"),)))
+        known = await answer(await wrap(interceptor), GARBAGE, ServicerContext((("authorization", f"Bearer {TOKEN}"),)))
     assert reason_of(known) == "MALFORMED_REQUEST"
     assert [e["caller"] for e in logs if e["event"] == "malformed_request"] == ["feed"]
 
@@ -153,9 +127,9 @@ async def test_a_flood_of_malformed_calls_is_one_warning_per_interval_with_a_cou
     wrapped = await wrap(interceptor)
     with capture_every_level() as logs:
         for _ in range(100):
-            await answer(wrapped, GARBAGE, Context())
+            await answer(wrapped, GARBAGE, ServicerContext())
         clock.now += 10
-        await answer(wrapped, GARBAGE, Context())
+        await answer(wrapped, GARBAGE, ServicerContext())
     shown = [e for e in logs if e["log_level"] != "debug"]
     assert [(e["event"], e["count"]) for e in shown] == [("malformed_request", 1), ("malformed_request", 100)]
     assert shown[0]["kind"] == "MALFORMED_REQUEST"
@@ -178,7 +152,7 @@ async def test_an_outage_tells_the_caller_a_sentence_and_the_log_the_detail_by_k
             async def failing(request: Any, context: Any, error: Exception = error) -> Any:
                 raise error
 
-            status = await answer(await wrap(interceptor, failing), b"", Context())
+            status = await answer(await wrap(interceptor, failing), b"", ServicerContext())
             assert status.code == grpc.StatusCode.UNAVAILABLE
             assert "10.1.2.3" not in status.details
             assert status.details in (Unavailable.public_message, TimelineUnavailable.public_message)

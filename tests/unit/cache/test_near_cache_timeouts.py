@@ -65,10 +65,10 @@ class Connection:
 @contextlib.asynccontextmanager
 async def tracking(near: NearCache, connection: Connection) -> AsyncIterator[asyncio.Task[None]]:
     """``connection`` as the near cache's tracking connection, its replies read as ``_run`` does."""
-    near._connection = connection  # type: ignore[assignment]
+    near._connection = connection  # type: ignore[assignment]  # the fake connection above
     near._answered_at = time.monotonic()
     near._usable = True
-    reader = asyncio.create_task(near._read(connection))  # type: ignore[arg-type]
+    reader = asyncio.create_task(near._read(connection))  # type: ignore[arg-type]  # the fake connection above
     try:
         yield reader
     finally:

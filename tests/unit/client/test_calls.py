@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
 from socialgraph_client import Cancelled, Deadlines, RetryPolicy, SocialGraphError
 from socialgraph_client.calls import Lifecycle, Planner
 from socialgraph_client.channel import plan_channel
-from socialgraph_client.rpcs import FOLLOW, IS_FOLLOWING, SUGGEST_FOLLOWS
+from socialgraph_client.rpcs import FOLLOW, IS_FOLLOWING, SUGGEST_FOLLOWS, Rpc
 
 DEADLINES = Deadlines(read=1.0, write=2.0, heavy=3.0)
 POLICY = RetryPolicy(max_attempts=6, initial_backoff=0.1, max_backoff=0.4, multiplier=2.0)
@@ -24,8 +26,8 @@ def failure(code: grpc.StatusCode, retry_after: float | None = None) -> SocialGr
 
 
 @pytest.mark.parametrize(("rpc", "seconds"), [(IS_FOLLOWING, 1.0), (FOLLOW, 2.0), (SUGGEST_FOLLOWS, 3.0)])
-def test_default_deadline_follows_the_kind_of_call(rpc: object, seconds: float) -> None:
-    plan = planner().plan(rpc, None, None)  # type: ignore[arg-type]
+def test_default_deadline_follows_the_kind_of_call(rpc: Rpc[Any, Any], seconds: float) -> None:
+    plan = planner().plan(rpc, None, None)
     assert plan.timeout() == pytest.approx(seconds, abs=0.05)
 
 
@@ -124,9 +126,9 @@ def test_retries_off() -> None:
         lambda: Deadlines(write=-1),
     ],
 )
-def test_bad_options_are_refused_when_made(make: object) -> None:
+def test_bad_options_are_refused_when_made(make: Callable[[], object]) -> None:
     with pytest.raises(ValueError, match=r"RetryPolicy|Deadlines"):
-        make()  # type: ignore[operator]
+        make()
 
 
 def test_a_retry_info_longer_than_the_policy_waits_is_raised_even_without_a_deadline() -> None:
@@ -146,7 +148,7 @@ def test_metadata_keys_are_lower_cased_and_bad_ones_refused_before_any_call() ->
     assert ("x-trace", "t1") in plan.metadata
     for bad in ({"x trace": "1"}, {"grpc-timeout": "1"}, {"x-bin": "1"}, {"x-ok": 7}, {"x-ok": "line\nbreak"}):
         with pytest.raises(ValueError, match="metadata"):
-            planner().plan(FOLLOW, None, bad)  # type: ignore[arg-type]
+            planner().plan(FOLLOW, None, bad)  # type: ignore[arg-type]  # {"x-ok": 7} is refused on purpose
 
 
 def test_a_calls_metadata_replaces_the_clients_for_the_same_key() -> None:

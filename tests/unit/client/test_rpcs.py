@@ -5,20 +5,17 @@ from __future__ import annotations
 import inspect
 import re
 
-from socialgraph.v1 import social_graph_pb2, timeline_pb2
 from socialgraph_client import AsyncSocialGraphClient, SocialGraphClient, rpcs
 from socialgraph_client.rpcs import Kind
+
+from tests.support.declared_rpcs import declared_methods
 
 
 def declared() -> dict[str, tuple[str, str]]:
     """Every RPC of the protos' services: path -> (request, response) full names."""
-    found = {}
-    for module in (social_graph_pb2, timeline_pb2):
-        for service in module.DESCRIPTOR.services_by_name.values():
-            for method in service.methods:
-                path = f"/{service.full_name}/{method.name}"
-                found[path] = (method.input_type.full_name, method.output_type.full_name)
-    return found
+    return {
+        path: (method.input_type.full_name, method.output_type.full_name) for path, method in declared_methods().items()
+    }
 
 
 def test_table_lists_every_rpc_of_the_protos_with_its_types() -> None:

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from counters.repairs import CacheRepairer, decode_note, encode_note
 from graph_service.store.changes import EdgeChange
 from graph_service.telemetry.counters import CountersMetrics
+from tests.support.fakes.graph_cache import FakeGraphCache
 from tests.support.polling import eventually
 
 
@@ -27,22 +28,22 @@ def test_note_round_trips_the_changes() -> None:
     assert decode_note(encode_note([])) == []
 
 
-class FlakyCache:
-    """The two cache calls a repair makes; ``failing`` of them fail (Redis unreachable)."""
+class FlakyCache(FakeGraphCache):
+    """The graph cache, noting each edge it repaired; the next ``failing`` repairs fail (Redis unreachable)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, down: bool = False) -> None:
+        super().__init__(down=down)
         self.failing = 0
         self.repaired: list[tuple[int, int]] = []
 
-    async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, added: bool) -> bool:
+    async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, following: bool) -> bool:
         if self.failing:
             self.failing -= 1
             return False
-        self.repaired.append((follower_id, followee_id))
-        return True
-
-    async def set_counts(self, user_id: int, counts: object) -> bool:
-        return True
+        repaired = await super().repair_edge(follower_id, followee_id, at_us, following)
+        if repaired:
+            self.repaired.append((follower_id, followee_id))
+        return repaired
 
 
 class Counts:
@@ -78,7 +79,7 @@ async def test_a_debt_added_while_debts_are_being_settled_is_settled_too() -> No
     """A repair that fails just as Redis comes back adds its debt while the settling task is already
     going through the debts it read: that debt is settled as well, not left until a restart."""
     cache, debts = FlakyCache(), Debts()
-    repairer = CacheRepairer(cache, Counts(), debts)  # type: ignore[arg-type]
+    repairer = CacheRepairer(cache, Counts(), debts)  # type: ignore[arg-type]  # fakes of the cache calls a repair makes
     await debts.add_debt(encode_note([EdgeChange(1, 2, 10, True, "1", "a")]))
     repairer.start()
     await asyncio.wait_for(debts.looking.wait(), 5)
@@ -107,25 +108,12 @@ class SlowAckDebts(Debts):
         await self.ack.wait()
 
 
-class DownCache(FlakyCache):
-    """Redis down until ``up`` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.up = False
-
-    async def repair_edge(self, follower_id: int, followee_id: int, at_us: int, added: bool) -> bool:
-        if not self.up:
-            return False
-        return await super().repair_edge(follower_id, followee_id, at_us, added)
-
-
 async def test_the_debt_gauge_counts_a_debt_stored_during_a_look_once() -> None:
     """A repair's debt is already stored (its put not yet answered) when a settling look reads the
     debts: the gauge must count it once, not once from the look and once more from the repair;
     and it is 0 once Redis is back and every debt is settled."""
-    cache, debts, metrics = DownCache(), SlowAckDebts(), CountersMetrics(CollectorRegistry())
-    repairer = CacheRepairer(cache, Counts(), debts, metrics=metrics)  # type: ignore[arg-type]
+    cache, debts, metrics = FlakyCache(down=True), SlowAckDebts(), CountersMetrics(CollectorRegistry())
+    repairer = CacheRepairer(cache, Counts(), debts, metrics=metrics)  # type: ignore[arg-type]  # fakes of the cache calls a repair makes
     adding = asyncio.create_task(repairer.repair([EdgeChange(1, 2, 10, True, "1", "a")], {}))
     await asyncio.wait_for(debts.stored.wait(), 5)
     settling = asyncio.create_task(repairer.settle())
@@ -136,21 +124,21 @@ async def test_the_debt_gauge_counts_a_debt_stored_during_a_look_once() -> None:
     assert not await settling  # Redis is still down: nothing settled
     assert len(debts.owed) == 1
     assert metrics.debts._value.get() == 1
-    cache.up = True
+    cache.down = False
     await eventually(lambda: asyncio.sleep(0.01, dict(debts.owed)), lambda owed: owed == {}, timeout=5)
     await repairer.aclose()
     assert metrics.debts._value.get() == 0
 
 
 async def test_without_a_debt_store_the_gauge_counts_the_repairs_kept_in_memory() -> None:
-    cache, metrics = DownCache(), CountersMetrics(CollectorRegistry())
-    repairer = CacheRepairer(cache, Counts(), metrics=metrics)  # type: ignore[arg-type]
+    cache, metrics = FlakyCache(down=True), CountersMetrics(CollectorRegistry())
+    repairer = CacheRepairer(cache, Counts(), metrics=metrics)  # type: ignore[arg-type]  # fakes of the cache calls a repair makes
     for n in range(3):
         await repairer.repair([EdgeChange(n, 9, 10, True, str(n), "a")], {})
     assert metrics.debts._value.get() == 3
     await repairer.owe([])  # nothing to redo: not a debt
     assert metrics.debts._value.get() == 3
-    cache.up = True
+    cache.down = False
     assert await repairer.settle()
     assert metrics.debts._value.get() == 0
     assert sorted(cache.repaired) == [(0, 9), (1, 9), (2, 9)]

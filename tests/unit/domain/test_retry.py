@@ -23,11 +23,22 @@ def test_delays_grow_with_jitter_up_to_the_cap_and_reset() -> None:
     assert backoff.next_delay() <= 0.1
 
 
+def test_delay_by_attempt_with_full_jitter_counts_nothing() -> None:
+    """``floor=0.0`` draws each wait from nothing to the delay (DynamoDB's retries), by attempt."""
+    backoff = Backoff(base=0.01, cap=0.5, floor=0.0)
+    for attempt in range(8):
+        assert 0 <= backoff.delay(attempt) <= min(0.5, 0.01 * 2**attempt)
+    assert backoff.failures == 0
+    assert min(backoff.delay(0) for _ in range(200)) < 0.005  # below the default floor of one half
+
+
 def test_bad_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="base <= cap"):
         Backoff(base=0, cap=1)
     with pytest.raises(ValueError, match="base <= cap"):
         Backoff(base=2, cap=1)
+    with pytest.raises(ValueError, match="floor"):
+        Backoff(floor=1.5)
 
 
 async def test_pause_returns_early_when_stopped() -> None:

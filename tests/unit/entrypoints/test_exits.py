@@ -8,8 +8,9 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from graph_service.domain.errors import InvalidTweet, Unavailable
+from graph_service.domain.listening import PortInUse
 from graph_service.entrypoints.exits import Exit, classify
-from graph_service.settings import PortInUse, SettingsError
+from graph_service.settings import SettingsError
 
 
 def client_error(code: str, operation: str = "Query") -> ClientError:

@@ -13,8 +13,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 from prometheus_client.registry import Collector
 
+from graph_service.domain.listening import PortInUse
 from graph_service.entrypoints.metrics_http import metrics_address, start_metrics_server
-from graph_service.settings import PortInUse, Settings
+from graph_service.settings import Settings
 from tests.support.scrape import Answer, Scrape, get
 
 

@@ -6,8 +6,9 @@ import socket
 
 import pytest
 
+from graph_service.domain.listening import PortInUse
 from graph_service.entrypoints.serve_processes import check_port_free, worker_environment
-from graph_service.settings import PortInUse, Settings, SettingsError
+from graph_service.settings import Settings, SettingsError
 
 
 def test_a_port_anyone_listens_on_is_refused_before_any_worker_starts() -> None:

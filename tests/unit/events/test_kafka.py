@@ -1,10 +1,12 @@
-"""Kafka client options come from settings alone: the local broker, MSK with TLS, MSK with SASL/SCRAM."""
+"""Kafka client options come from settings alone: the local broker, MSK with TLS, MSK with SASL/SCRAM;
+and so do the topic names and the topic check's config."""
 
 from __future__ import annotations
 
 import ssl
 
-from graph_service.events.kafka import client_options
+from graph_service.events.kafka import client_options, topic_check, topic_names
+from graph_service.events.kinds import Topic
 from graph_service.settings import Settings
 
 
@@ -39,3 +41,17 @@ def test_sasl_scram_over_tls_carries_the_credentials() -> None:
         "fanout",
         "secret",
     )
+
+
+def test_the_topic_names_and_the_topic_check_come_from_the_settings() -> None:
+    settings = Settings(
+        tweets_topic="tw",
+        graph_events_topic="gr",
+        topic_partitions=4,
+        topic_check_seconds=2.5,
+        kafka_bootstrap_servers="b-1:9092",
+    )
+    assert topic_names(settings) == {Topic.TWEETS: "tw", Topic.GRAPH_EVENTS: "gr"}
+    check = topic_check(settings)
+    assert (check.names, check.partitions, check.check_seconds, check.brokers) == (("tw", "gr"), 4, 2.5, "b-1:9092")
+    assert check.client_options() == client_options(settings)

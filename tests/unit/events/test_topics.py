@@ -6,13 +6,13 @@ import asyncio
 from dataclasses import replace
 
 from aiokafka.errors import KafkaConnectionError
+from prometheus_client import CollectorRegistry
 
-from graph_service.events.topics import TopicWatch, topic_problems
-from graph_service.settings import Settings
+from graph_service.events.topics import TopicCheck, TopicWatch, topic_problems
 from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.topics import TopicMetrics
 
-SETTINGS = replace(Settings(), tweets_topic="tw", graph_events_topic="gr", topic_partitions=6, topic_check_seconds=0.01)
+CHECK = TopicCheck(names=("tw", "gr"), partitions=6, check_seconds=0.01, brokers="localhost:9092", client_options=dict)
 
 
 def described(name: str, partitions: int, error: int = 0) -> dict[str, object]:
@@ -36,21 +36,21 @@ class Broker:
     def __init__(self) -> None:
         self.answers: list[list[dict[str, object]] | Exception] = []
 
-    async def describe(self, settings: Settings, names: list[str]) -> list[dict[str, object]]:
+    async def describe(self, options: dict[str, object], names: list[str]) -> list[dict[str, object]]:
         answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         if isinstance(answer, Exception):
             raise answer
         return answer
 
 
-def metric(registry: object, topic: str) -> float | None:
-    return registry.get_sample_value("socialgraph_topic_ready", {"topic": topic})  # type: ignore[attr-defined, no-any-return]
+def metric(registry: CollectorRegistry, topic: str) -> float | None:
+    return registry.get_sample_value("socialgraph_topic_ready", {"topic": topic})
 
 
 async def test_the_verdict_is_readiness_and_a_metric_and_heals_without_a_restart() -> None:
     registry = process_registry()
     broker = Broker()
-    watch = TopicWatch(SETTINGS, TopicMetrics(registry), describe=broker.describe)
+    watch = TopicWatch(CHECK, TopicMetrics(registry), describe=broker.describe)
     assert watch.problem() == "the topics have not been checked yet"
 
     broker.answers = [KafkaConnectionError("no broker")]
@@ -78,13 +78,13 @@ async def test_the_verdict_is_readiness_and_a_metric_and_heals_without_a_restart
 async def test_wait_ok_retries_until_create_topics_or_a_stop() -> None:
     broker = Broker()
     broker.answers = [[], [], [described("tw", 6), described("gr", 6)]]
-    watch = TopicWatch(SETTINGS, describe=broker.describe)
+    watch = TopicWatch(CHECK, describe=broker.describe)
     assert await asyncio.wait_for(watch.wait_ok(asyncio.Event()), 10)
     assert watch.checks == 3
 
     stop = asyncio.Event()
     broker.answers = [[]]
-    waiting = asyncio.create_task(TopicWatch(SETTINGS, describe=broker.describe).wait_ok(stop))
+    waiting = asyncio.create_task(TopicWatch(CHECK, describe=broker.describe).wait_ok(stop))
     await asyncio.sleep(0)
     stop.set()
     assert await asyncio.wait_for(waiting, 5) is False
@@ -93,7 +93,7 @@ async def test_wait_ok_retries_until_create_topics_or_a_stop() -> None:
 async def test_a_suspicion_makes_the_periodic_check_come_at_once() -> None:
     broker = Broker()
     broker.answers = [[described("tw", 6), described("gr", 6)]]
-    slow = replace(SETTINGS, topic_check_seconds=3600)
+    slow = replace(CHECK, check_seconds=3600)
     watch = TopicWatch(slow, describe=broker.describe)
     seen: list[bool] = []
 
@@ -120,7 +120,7 @@ async def test_a_suspicion_makes_the_periodic_check_come_at_once() -> None:
 async def test_hold_keeps_producers_waiting_until_the_next_check_and_its_comparison() -> None:
     broker = Broker()
     broker.answers = [[described("tw", 6), described("gr", 6)]]
-    watch = TopicWatch(SETTINGS, describe=broker.describe)
+    watch = TopicWatch(CHECK, describe=broker.describe)
     assert await watch.check()
     await asyncio.wait_for(watch.until_ok(), 1)  # fine: no wait
     watch.hold()  # a log went backwards

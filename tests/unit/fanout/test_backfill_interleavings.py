@@ -17,13 +17,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from fanout.applier import Fanout
+from fanout.applier import Fanout, FanoutConfig
 from graph_service.domain.models import Cursor, Edge, EdgePage
-from graph_service.events.records import Follow, TweetPosted
-from graph_service.settings import Settings
+from graph_service.events.kinds import Follow, TweetPosted
 from tests.support.fakes.timelines import FakeTimelines
 
-SETTINGS = Settings(fanout_batch_size=2, celebrity_threshold=100)
+CONFIG = FanoutConfig(batch_size=2, celebrity_threshold=100)
 AUTHOR, FOLLOWER, OLD_FOLLOWER = 1, 7, 8
 STEPS = ("record", "read", "commit", "settle", "note")
 GATED = ("record", "read", "note")
@@ -94,7 +93,7 @@ def orders() -> Iterator[tuple[str, ...]]:
 async def run_in_order(order: tuple[str, ...], tweet_id: int = 5000) -> list[int]:
     gates = Gates()
     followers, timelines = LaggingFollowers(gates), GatedTimelines(gates)
-    fanout = Fanout(followers, timelines, SETTINGS)
+    fanout = Fanout(followers, timelines, CONFIG)
     tasks = [
         asyncio.create_task(fanout.tweet(TweetPosted(tweet_id, AUTHOR, 0))),
         asyncio.create_task(fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))),
@@ -132,7 +131,7 @@ async def test_three_tweets_before_between_and_after_the_follow_s_event_all_arri
     followers, timelines = LaggingFollowers(gates), FakeTimelines()
     for name in GATED:
         gates.open[name].set()
-    fanout = Fanout(followers, timelines, SETTINGS)
+    fanout = Fanout(followers, timelines, CONFIG)
     await fanout.tweet(TweetPosted(5001, AUTHOR, 0))  # before the follow committed
     await fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))
     await fanout.tweet(TweetPosted(5002, AUTHOR, 0))  # after its event, the list not settled yet
@@ -146,7 +145,7 @@ async def test_after_an_unfollow_s_event_a_new_tweet_is_not_pushed_and_the_old_o
     followers, timelines = LaggingFollowers(gates), FakeTimelines()
     for name in GATED:
         gates.open[name].set()
-    fanout = Fanout(followers, timelines, SETTINGS)
+    fanout = Fanout(followers, timelines, CONFIG)
     await fanout.tweet(TweetPosted(5001, AUTHOR, 0))
     await fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))
     await fanout.follow(Follow(FOLLOWER, AUTHOR, False, 0))  # the list never showed the follow
@@ -161,9 +160,9 @@ async def test_a_celebrity_s_new_followers_get_no_push() -> None:
     followers, timelines = LaggingFollowers(gates), FakeTimelines()
     for name in GATED:
         gates.open[name].set()
-    followers.visible |= set(range(1000, 1000 + SETTINGS.celebrity_threshold))
-    fanout = Fanout(followers, timelines, SETTINGS)
+    followers.visible |= set(range(1000, 1000 + CONFIG.celebrity_threshold))
+    fanout = Fanout(followers, timelines, CONFIG)
     await fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))
     assert await fanout.tweet(TweetPosted(5001, AUTHOR, 0)) == 0
     assert FOLLOWER not in timelines.homes or timelines.homes[FOLLOWER] == []
-    assert timelines.celebrity_scores == {AUTHOR: SETTINGS.celebrity_threshold + 1}
+    assert timelines.celebrity_scores == {AUTHOR: CONFIG.celebrity_threshold + 1}

@@ -77,7 +77,7 @@ async def test_second_looks_all_run_before_the_block_ends() -> None:
 
     async with Confirmer(0.01, workers=2) as later:
         for n in range(5):
-            later.add(lambda n=n: check(n))  # type: ignore[misc]
+            later.add(lambda n=n: check(n))  # type: ignore[misc]  # mypy cannot type the lambda's default
     assert sorted(done) == [0, 1, 2, 3, 4]
 
 

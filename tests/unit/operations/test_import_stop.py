@@ -66,7 +66,7 @@ async def test_a_stop_fills_the_gap_before_a_batch_that_ran_ahead_and_starts_not
     writer = HeldWriter()
     meter = Counted()
     rejects = RejectFile(options.rejects_path, keep_bytes=0)
-    run = _Run(Settings(), options, state, cast(Any, None), rejects, meter, cast(BatchWriter, writer))
+    run = _Run(Settings().max_following, options, state, cast(Any, None), rejects, meter, cast(BatchWriter, writer))
     stop = asyncio.Event()
     driving = asyncio.create_task(run.drive(iter([unit(1, 1), unit(2, 1), unit(3, 2), unit(4, 3)]), stop))
 

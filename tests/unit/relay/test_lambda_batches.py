@@ -1,4 +1,5 @@
-"""The relay Lambda's batch: each record to its table's topic, every ack awaited, failures raised."""
+"""The relay Lambda's batch, as its entry point wires it (``relay_batches``): each record to its
+table's topic, every ack awaited, failures raised."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from graph_service.entrypoints.relay_lambda import relay_batches
 from graph_service.settings import Settings
-from relay.lambda_batches import RelayBatches, UnknownSource, table_of
+from relay.lambda_batches import UnknownSource, table_of
 
 EVENT_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "followers_stream_event.json"
 SETTINGS = Settings(table_prefix="p_", tweets_topic="tweets", graph_events_topic="graph")
@@ -67,7 +69,7 @@ async def test_each_record_goes_to_its_tables_topic_and_every_ack_is_awaited() -
     """Both tables' triggers may share one function: follows go to the graph topic (keyed by
     followee), new tweets to the tweets topic (keyed by tweet); edits and T# items are no events."""
     producer = FakeProducer()
-    batches = RelayBatches.for_settings(producer, SETTINGS)  # type: ignore[arg-type]
+    batches = relay_batches(producer, SETTINGS)  # a FakeProducer
     event = {"Records": [tweet_record(11, 1), *follower_records(), tweet_record(11, 1, "MODIFY"), tweet_record(12, 2)]}
     assert await batches.produce(event) == {"records": 15, "produced": 8}
     assert all(ack.done() for ack in producer.acks)
@@ -85,7 +87,7 @@ async def test_each_record_goes_to_its_tables_topic_and_every_ack_is_awaited() -
 
 async def test_a_record_of_another_table_fails_the_batch_before_anything_is_sent() -> None:
     producer = FakeProducer()
-    batches = RelayBatches.for_settings(producer, SETTINGS)  # type: ignore[arg-type]
+    batches = relay_batches(producer, SETTINGS)  # a FakeProducer
     stranger = copy.deepcopy(tweet_record(13, 3))
     stranger["eventSourceARN"] = stream_arn("other_tweets")
     with pytest.raises(UnknownSource, match="other_tweets"):
@@ -94,14 +96,14 @@ async def test_a_record_of_another_table_fails_the_batch_before_anything_is_sent
 
 
 async def test_an_unacknowledged_event_fails_the_batch_so_lambda_retries_it() -> None:
-    batches = RelayBatches.for_settings(FakeProducer(fail_with=RuntimeError("no leader")), SETTINGS)  # type: ignore[arg-type]
+    batches = relay_batches(FakeProducer(fail_with=RuntimeError("no leader")), SETTINGS)  # a FakeProducer
     with pytest.raises(RuntimeError, match="no leader"):
         await batches.produce({"Records": [tweet_record(12, 2)]})
 
 
 async def test_a_record_that_makes_no_event_is_skipped_and_logged() -> None:
     producer = FakeProducer()
-    batches = RelayBatches.for_settings(producer, SETTINGS)  # type: ignore[arg-type]
+    batches = relay_batches(producer, SETTINGS)  # a FakeProducer
     broken = tweet_record(14, 4)
     del broken["dynamodb"]["NewImage"]["author_id"]
     assert await batches.produce({"Records": [broken, tweet_record(15, 5)]}) == {"records": 2, "produced": 1}

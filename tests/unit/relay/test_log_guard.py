@@ -207,7 +207,7 @@ async def test_a_partition_unanswered_at_first_is_read_again() -> None:
         probe.reads.append((partition, offset))
         return True if partition == 0 else next(answers)
 
-    probe.holds = holds  # type: ignore[method-assign]
+    probe.holds = holds  # type: ignore[method-assign]  # the probe's answers, scripted
     guard, _, reader, _ = probed_guard(dict(STORED), probe)
 
     assert not await guard.compare(lagging)

@@ -223,7 +223,7 @@ async def test_a_failed_privacy_read_gives_the_ticket_back(limited: Limited) -> 
     async def unreachable(user_id: int) -> bool:
         raise ConnectionError("the store went away")
 
-    limited.graph.is_private = unreachable  # type: ignore[method-assign]
+    limited.graph.is_private = unreachable  # type: ignore[method-assign]  # the failing read, in place
     with pytest.raises(ConnectionError):
         await limited.service.follows.follow(1, 2)
     await eventually(lambda: asyncio.sleep(0, limited.spent(1)), lambda spent: spent == 0, timeout=5)
@@ -240,7 +240,7 @@ async def test_a_follow_cancelled_while_its_ticket_is_taken_gives_it_back_once_t
         await release.wait()
         return await take(actor_id, limit, window_seconds)
 
-    limited.budget.take = slow_take  # type: ignore[method-assign]
+    limited.budget.take = slow_take  # type: ignore[method-assign]  # the slow take, in place
     follow = asyncio.create_task(limited.service.follows.follow(1, 2))
     await asyncio.wait_for(entered.wait(), 5)
     follow.cancel()

@@ -145,10 +145,10 @@ async def test_a_follow_racing_an_unfollow_tries_again(graph: FakeGraph, service
 
     async def pair_after_an_unfollow(actor: int, target: int) -> PairState:
         graph.edges.pop((1, 2), None)
-        graph.pair = original_pair  # type: ignore[method-assign]
+        graph.pair = original_pair  # type: ignore[method-assign]  # the real read again
         return await original_pair(actor, target)
 
-    graph.pair = pair_after_an_unfollow  # type: ignore[method-assign]
+    graph.pair = pair_after_an_unfollow  # type: ignore[method-assign]  # the race, in place
     assert await service.follows.follow(1, 2) is FollowState.FOLLOWING
     assert graph.writes == 2
     assert graph.edges[(1, 2)] != 100
@@ -168,7 +168,7 @@ async def test_a_follow_that_keeps_losing_races_is_unavailable(graph: FakeGraph,
         return await original_pair(actor, target)
 
     graph.before_write = always_refuse
-    graph.pair = pair_after_the_racer_left  # type: ignore[method-assign]
+    graph.pair = pair_after_the_racer_left  # type: ignore[method-assign]  # the race, in place
     with pytest.raises(Unavailable):
         await service.follows.follow(1, 2)
     assert graph.writes == 8
@@ -400,7 +400,7 @@ async def test_every_acknowledged_write_settles_its_pair_even_when_it_changed_no
     ]
     for call, arguments, notice in writes:
         changes.notices.clear()
-        await call(*arguments)  # type: ignore[operator]
+        await call(*arguments)  # type: ignore[operator]  # rules of different signatures in one list
         assert changes.notices == [notice], call.__name__
 
 

@@ -178,7 +178,7 @@ async def test_the_celebrity_registry_is_read_once_per_refresh_interval() -> Non
         reads += 1
         return await celebrities()
 
-    world.timelines.celebrities = counted  # type: ignore[method-assign]
+    world.timelines.celebrities = counted  # type: ignore[method-assign]  # the read, counted
     for _ in range(3):
         await world.service.home_timeline(USER, 0, "")
     assert reads == 1

@@ -28,7 +28,7 @@ def test_it_is_bounded_and_holds_what_it_remembers() -> None:
     memo: IdentityMemo[int] = IdentityMemo(2)
     pages = [EdgePage(entries=[], has_more=False) for _ in range(3)]
     for i, page in enumerate(pages):
-        memo.get("u", page, lambda i=i: i)  # type: ignore[misc]
+        memo.get("u", page, lambda i=i: i)  # type: ignore[misc]  # mypy cannot type the lambda's default
     assert len(memo) == 2
     assert memo.get("u", pages[0], lambda: 99) == 99  # the oldest went
     assert memo.get("u", pages[2], lambda: 99) == 2

@@ -172,11 +172,11 @@ async def reading(stream: FakeStream, table: FakeCheckpoints, name: str) -> Asyn
     handler = Handler(table, name)
     registry = CollectorRegistry()
     reader = StreamReader(
-        stream,  # type: ignore[arg-type]
+        stream,  # type: ignore[arg-type]  # a FakeStream for the AsyncDynamo
         "arn",
-        table,  # type: ignore[arg-type]
+        table,  # type: ignore[arg-type]  # FakeCheckpoints for the CheckpointStore
         handler,
-        leases=FakeLeases(table, name),  # type: ignore[arg-type]
+        leases=FakeLeases(table, name),  # type: ignore[arg-type]  # for the ShardLeases
         poll_seconds=0.01,
         refresh_seconds=0.1,
         metrics=StreamMetrics(registry).consumer("test"),

@@ -21,8 +21,8 @@ __all__ = ["ALL", "Kind", "Rpc"]
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=Message)
 
-GRAPH = "socialgraph.v1.SocialGraphService"
-TIMELINES = "socialgraph.v1.TimelineService"
+GRAPH = pb.DESCRIPTOR.services_by_name["SocialGraphService"].full_name
+TIMELINES = tpb.DESCRIPTOR.services_by_name["TimelineService"].full_name
 
 
 class Kind(Enum):

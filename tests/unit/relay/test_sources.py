@@ -1,0 +1,135 @@
+"""The relay's sources: what a committed change of each table becomes, and one topic per source."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
+from graph_service.events.kinds import KINDS, Follow, TweetPosted, decode, encode
+from graph_service.events.records import OutgoingRecord
+from relay.sources import SOURCES, graph_events, tweet_events
+
+AT_US = 1_700_000_000_123_456
+
+
+# -- the list of sources ---------------------------------------------------------------------------
+
+
+def test_every_kind_of_event_has_a_producer() -> None:
+    """A kind no source makes would never reach Kafka: its converter belongs in a ``Source``."""
+    produced = [kind for source in SOURCES for kind in source.kinds]
+    assert {kind.name for kind in produced} == {kind.name for kind in KINDS}
+
+
+def test_each_source_reads_its_own_table_and_produces_to_one_topic() -> None:
+    assert len({source.table for source in SOURCES}) == len(SOURCES)
+    for source in SOURCES:
+        assert {kind.topic for kind in source.kinds} == {source.topic}
+
+
+# -- the converters ------------------------------------------------------------------------------
+
+
+def stream_record(event: str, keys: dict[str, Any], image: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A DynamoDB Streams record (NEW_AND_OLD_IMAGES), as GetRecords returns it."""
+    data: dict[str, Any] = {
+        "Keys": keys,
+        "SequenceNumber": "000000000000000000042",
+        "SizeBytes": 80,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+        **extra,
+    }
+    if event in {"INSERT", "MODIFY"}:
+        data["NewImage"] = image
+    if event in {"REMOVE", "MODIFY"}:
+        data["OldImage"] = image
+    return {"eventID": "e1", "eventName": event, "eventSource": "aws:dynamodb", "dynamodb": data}
+
+
+def tweet_item(tweet_id: int, author: int, text: str = "hi") -> dict[str, Any]:
+    return {"tweet_id": {"N": str(tweet_id)}, "author_id": {"N": str(author)}, "text": {"S": text}}
+
+
+def tweet_stream_record(event: str, tweet_id: int, author: int) -> dict[str, Any]:
+    return stream_record(event, {"tweet_id": {"N": str(tweet_id)}}, tweet_item(tweet_id, author))
+
+
+def edge_item(followee: int, sort_key: str, other: int, at: int = AT_US) -> tuple[dict[str, Any], dict[str, Any]]:
+    keys = {"pk": {"N": str(followee)}, "sk": {"S": sort_key}}
+    return keys, {**keys, "other": {"N": str(other)}, "at": {"N": str(at)}}
+
+
+def edge_stream_record(event: str, followee: int, sort_key: str, other: int, **extra: Any) -> dict[str, Any]:
+    keys, image = edge_item(followee, sort_key, other)
+    return stream_record(event, keys, image, **extra)
+
+
+def test_an_inserted_tweet_is_one_tweet_created_with_the_time_of_its_id() -> None:
+    tweet_id = TweetIdGenerator(worker=2).next_id()
+    events = tweet_events(tweet_stream_record("INSERT", tweet_id, 77))
+    assert events == [encode(TweetPosted(tweet_id, 77, created_at_us(tweet_id)))]
+    assert decode(events[0].headers, events[0].value) == TweetPosted(tweet_id, 77, created_at_us(tweet_id))
+
+
+@pytest.mark.parametrize("event", ["MODIFY", "REMOVE"])
+def test_an_edited_or_deleted_tweet_is_no_event(event: str) -> None:
+    assert tweet_events(tweet_stream_record(event, 123, 77)) == []
+
+
+def test_a_tweet_insert_without_a_new_image_is_no_event() -> None:
+    record = tweet_stream_record("INSERT", 123, 77)
+    del record["dynamodb"]["NewImage"]
+    assert tweet_events(record) == []
+
+
+def follow_of(events: list[OutgoingRecord]) -> list[Follow]:
+    found = []
+    for event in events:
+        decoded = decode(event.headers, event.value)
+        assert isinstance(decoded, Follow)
+        assert event.key == str(decoded.followee_id).encode()
+        found.append(decoded)
+    return found
+
+
+def test_an_inserted_membership_item_is_followed_at_the_edge_time() -> None:
+    events = graph_events(edge_stream_record("INSERT", 2, f"E#{1:020d}", 1))
+    assert follow_of(events) == [Follow(1, 2, True, AT_US)]
+    assert events[0].key == b"2"
+
+
+@pytest.mark.parametrize(
+    "created",
+    [datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC), 1_714_564_807.0, 1_714_564_807],
+    ids=["datetime", "float", "int"],
+)
+def test_a_removed_membership_item_is_unfollowed_at_the_removal_time(created: Any) -> None:
+    """boto3 gives ApproximateCreationDateTime as a datetime; a Lambda event as epoch seconds."""
+    record = edge_stream_record("REMOVE", 2, f"E#{1:020d}", 1, ApproximateCreationDateTime=created)
+    assert follow_of(graph_events(record)) == [Follow(1, 2, False, 1_714_564_807_000_000)]
+
+
+def test_a_modified_membership_item_is_no_event() -> None:
+    assert graph_events(edge_stream_record("MODIFY", 2, f"E#{1:020d}", 1)) == []
+
+
+@pytest.mark.parametrize("event", ["INSERT", "MODIFY", "REMOVE"])
+@pytest.mark.parametrize(
+    "sort_key",
+    [f"T#{AT_US}#{1:020d}", f"R#{1:020d}", f"RT#{AT_US}#{1:020d}", f"B#{1:020d}", "P"],
+    ids=["edge-order", "request", "request-order", "block", "privacy"],
+)
+def test_items_that_are_not_edges_are_no_events(event: str, sort_key: str) -> None:
+    record = edge_stream_record(event, 2, sort_key, 1, ApproximateCreationDateTime=1_714_564_807.0)
+    if sort_key == "P":  # the settings item has no other/at
+        for image in ("NewImage", "OldImage"):
+            if image in record["dynamodb"]:
+                record["dynamodb"][image] = {**record["dynamodb"]["Keys"], "private": {"BOOL": True}}
+    assert graph_events(record) == []
+
+
+def test_a_tweets_record_is_not_a_graph_event() -> None:
+    assert graph_events(tweet_stream_record("INSERT", 123, 77)) == []
