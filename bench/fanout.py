@@ -36,10 +36,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from socialgraph_devstack.processes import free_port, start_redis
 
-from fanout.applier import Fanout, FanoutConfig
+from fanout.applier import Fanout
 from graph_service.domain.models import Cursor, Edge, EdgePage
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
 from graph_service.entrypoints.components import build_timelines
+from graph_service.entrypoints.fanout import fanout_config
 from graph_service.events.kinds import TweetPosted
 from graph_service.settings import Settings
 from graph_service.timelines import keys, scripts
@@ -68,7 +69,7 @@ async def service_rate(settings: Settings, followers: Sequence[int], tweet_id: i
     assert timelines is not None
     try:
         await timelines.load_scripts()
-        config = FanoutConfig(batch_size=settings.fanout_batch_size, celebrity_threshold=settings.celebrity_threshold)
+        config = fanout_config(settings)
         fanout = Fanout(MemoryFollowers(followers), timelines, config)
         started = time.perf_counter()
         written = await fanout.tweet(TweetPosted(tweet_id, AUTHOR, created_at_us(tweet_id)))

@@ -120,7 +120,7 @@ class FanoutWorker:
         self._after_writes = after_writes
         self.stats = WorkerStats()
         self.assigned: set[TopicPartition] = set()
-        self.metrics = metrics if metrics is not None else FanoutMetrics()
+        self.metrics = metrics if metrics is not None else FanoutMetrics(kinds=[kind.name for kind in KINDS])
         self.metrics.watch_lag(self.kafka_lag)
         self._live: AIOKafkaConsumer | None = None
         self._probed_at = float("-inf")

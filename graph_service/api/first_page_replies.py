@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from graph_service.rules.identity_memo import IdentityMemo
-from graph_service.rules.paging import Page
+from graph_service.rules.paging import FIRST_PAGES_REMEMBERED, Page
 
 __all__ = ["REPLIES_REMEMBERED", "FirstPageReplies"]
 
-REPLIES_REMEMBERED = 1024
-"""Replies kept per list RPC: as many as the first pages the rules keep signed
-(``rules.paging.FIRST_PAGES_REMEMBERED``), so every remembered page can find its reply."""
+REPLIES_REMEMBERED = FIRST_PAGES_REMEMBERED
+"""Replies kept per list RPC: as many as the first pages the rules keep signed, so every remembered
+page can find its reply."""
 
 R = TypeVar("R")
 

@@ -23,7 +23,7 @@ from graph_service.api.servicer import SocialGraphServicer
 from graph_service.api.timeline_servicer import TimelineServicer
 from graph_service.domain.listening import PortInUse
 from graph_service.rules.graph import GraphRules
-from graph_service.rules.home_timeline import TimelineService
+from graph_service.rules.home_timeline import HomeTimeline
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.rpc import RpcMetrics
 
@@ -53,7 +53,7 @@ class GrpcServer:
 async def start_grpc_server(
     address: str,
     graph: GraphRules,
-    timeline: TimelineService,
+    timeline: HomeTimeline,
     *,
     grace_seconds: float,
     credentials: grpc.ServerCredentials | None = None,

@@ -31,29 +31,24 @@ def _entries(edges: list[Edge]) -> list[pb.FollowEntry]:
 
 class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     def __init__(self, rules: GraphRules) -> None:
-        self._follows = rules.follows
-        self._requests = rules.requests
-        self._blocks = rules.blocks
-        self._queries = rules.queries
-        self._known = rules.known
-        self._suggestions = rules.suggestions
+        self._rules = rules
         self._followers: FirstPageReplies[pb.ListFollowersResponse] = FirstPageReplies()
         self._following: FirstPageReplies[pb.ListFollowingResponse] = FirstPageReplies()
 
     async def Follow(self, request: pb.FollowRequest, context: Context) -> pb.FollowResponse:
-        state = await self._follows.follow(request.follower_id, request.followee_id)
+        state = await self._rules.follows.follow(request.follower_id, request.followee_id)
         return pb.FollowResponse(state=_STATES[state])
 
     async def Unfollow(self, request: pb.UnfollowRequest, context: Context) -> pb.UnfollowResponse:
-        await self._follows.unfollow(request.follower_id, request.followee_id)
+        await self._rules.follows.unfollow(request.follower_id, request.followee_id)
         return pb.UnfollowResponse()
 
     async def IsFollowing(self, request: pb.IsFollowingRequest, context: Context) -> pb.IsFollowingResponse:
-        following = await self._queries.is_following(request.follower_id, request.followee_id)
+        following = await self._rules.queries.is_following(request.follower_id, request.followee_id)
         return pb.IsFollowingResponse(following=following)
 
     async def ListFollowers(self, request: pb.ListFollowersRequest, context: Context) -> pb.ListFollowersResponse:
-        page = await self._queries.list_edges(
+        page = await self._rules.queries.list_edges(
             Direction.FOLLOWERS, request.user_id, request.page_size, request.page_token
         )
         return self._followers.reply(
@@ -64,7 +59,7 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
         )
 
     async def ListFollowing(self, request: pb.ListFollowingRequest, context: Context) -> pb.ListFollowingResponse:
-        page = await self._queries.list_edges(
+        page = await self._rules.queries.list_edges(
             Direction.FOLLOWING, request.user_id, request.page_size, request.page_token
         )
         return self._following.reply(
@@ -75,11 +70,11 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
         )
 
     async def GetCounts(self, request: pb.GetCountsRequest, context: Context) -> pb.GetCountsResponse:
-        counts = await self._queries.get_counts(request.user_id)
+        counts = await self._rules.queries.get_counts(request.user_id)
         return pb.GetCountsResponse(followers_count=counts.followers, following_count=counts.following)
 
     async def BatchGetCounts(self, request: pb.BatchGetCountsRequest, context: Context) -> pb.BatchGetCountsResponse:
-        rows = await self._queries.batch_get_counts(list(request.user_ids))
+        rows = await self._rules.queries.batch_get_counts(list(request.user_ids))
         return pb.BatchGetCountsResponse(
             counts=[pb.UserCounts(user_id=u, followers_count=c.followers, following_count=c.following) for u, c in rows]
         )
@@ -87,7 +82,7 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def GetRelationships(
         self, request: pb.GetRelationshipsRequest, context: Context
     ) -> pb.GetRelationshipsResponse:
-        rows = await self._queries.get_relationships(request.actor_id, list(request.target_ids))
+        rows = await self._rules.queries.get_relationships(request.actor_id, list(request.target_ids))
         return pb.GetRelationshipsResponse(
             relationships=[
                 pb.Relationship(
@@ -106,7 +101,7 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def ListKnownFollowers(
         self, request: pb.ListKnownFollowersRequest, context: Context
     ) -> pb.ListKnownFollowersResponse:
-        page = await self._known.list_known_followers(
+        page = await self._rules.known.list_known_followers(
             request.viewer_id, request.user_id, request.page_size, request.page_token
         )
         return pb.ListKnownFollowersResponse(followers=_entries(page.entries), next_page_token=page.next_page_token)
@@ -114,25 +109,25 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def ListMutualFollows(
         self, request: pb.ListMutualFollowsRequest, context: Context
     ) -> pb.ListMutualFollowsResponse:
-        page = await self._known.list_mutual_follows(request.user_id, request.page_size, request.page_token)
+        page = await self._rules.known.list_mutual_follows(request.user_id, request.page_size, request.page_token)
         return pb.ListMutualFollowsResponse(
             users=[pb.UserRef(user_id=e.user_id) for e in page.entries], next_page_token=page.next_page_token
         )
 
     async def SuggestFollows(self, request: pb.SuggestFollowsRequest, context: Context) -> pb.SuggestFollowsResponse:
-        found = await self._suggestions.suggest_follows(request.user_id, request.limit)
+        found = await self._rules.suggestions.suggest_follows(request.user_id, request.limit)
         return pb.SuggestFollowsResponse(
             suggestions=[pb.Suggestion(user_id=s.user_id, score=s.score, mutual_count=s.mutual_count) for s in found]
         )
 
     async def SetPrivacy(self, request: pb.SetPrivacyRequest, context: Context) -> pb.SetPrivacyResponse:
-        await self._requests.set_privacy(request.user_id, request.private)
+        await self._rules.requests.set_privacy(request.user_id, request.private)
         return pb.SetPrivacyResponse()
 
     async def ListFollowRequests(
         self, request: pb.ListFollowRequestsRequest, context: Context
     ) -> pb.ListFollowRequestsResponse:
-        page = await self._requests.list_requests(request.user_id, request.page_size, request.page_token)
+        page = await self._rules.requests.list_requests(request.user_id, request.page_size, request.page_token)
         return pb.ListFollowRequestsResponse(
             requests=[
                 pb.FollowRequestEntry(user_id=e.user_id, requested_at=to_timestamp(e.at_us)) for e in page.entries
@@ -143,23 +138,23 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def AcceptFollowRequest(
         self, request: pb.AcceptFollowRequestRequest, context: Context
     ) -> pb.AcceptFollowRequestResponse:
-        await self._requests.accept_request(request.user_id, request.requester_id)
+        await self._rules.requests.accept_request(request.user_id, request.requester_id)
         return pb.AcceptFollowRequestResponse()
 
     async def RejectFollowRequest(
         self, request: pb.RejectFollowRequestRequest, context: Context
     ) -> pb.RejectFollowRequestResponse:
-        await self._requests.reject_request(request.user_id, request.requester_id)
+        await self._rules.requests.reject_request(request.user_id, request.requester_id)
         return pb.RejectFollowRequestResponse()
 
     async def Block(self, request: pb.BlockRequest, context: Context) -> pb.BlockResponse:
-        await self._blocks.block(request.blocker_id, request.blocked_id)
+        await self._rules.blocks.block(request.blocker_id, request.blocked_id)
         return pb.BlockResponse()
 
     async def Unblock(self, request: pb.UnblockRequest, context: Context) -> pb.UnblockResponse:
-        await self._blocks.unblock(request.blocker_id, request.blocked_id)
+        await self._rules.blocks.unblock(request.blocker_id, request.blocked_id)
         return pb.UnblockResponse()
 
     async def RemoveFollower(self, request: pb.RemoveFollowerRequest, context: Context) -> pb.RemoveFollowerResponse:
-        await self._follows.remove_follower(request.user_id, request.follower_id)
+        await self._rules.follows.remove_follower(request.user_id, request.follower_id)
         return pb.RemoveFollowerResponse()

@@ -7,13 +7,13 @@ from typing import Any
 from socialgraph.v1 import timeline_pb2 as pb
 from socialgraph.v1 import timeline_pb2_grpc as pb_grpc
 
-from graph_service.rules.home_timeline import TimelineService
+from graph_service.rules.home_timeline import HomeTimeline
 
 __all__ = ["TimelineServicer"]
 
 
 class TimelineServicer(pb_grpc.TimelineServiceServicer):
-    def __init__(self, service: TimelineService) -> None:
+    def __init__(self, service: HomeTimeline) -> None:
         self._service = service
 
     async def GetHomeTimeline(self, request: pb.GetHomeTimelineRequest, context: Any) -> pb.GetHomeTimelineResponse:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from graph_service.cache.count_entries import CountEntries
 from graph_service.cache.invalidations import Invalidations
 from graph_service.cache.key_entries import KeyEntries
-from graph_service.cache.list_entries import SENTINEL, ListEntries
+from graph_service.cache.list_entries import ListEntries
 
-__all__ = ["SENTINEL", "GraphCache"]
+__all__ = ["GraphCache"]
 
 
 class GraphCache(Invalidations, KeyEntries, ListEntries, CountEntries):

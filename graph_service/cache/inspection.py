@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from graph_service.cache import keys, scripts
-from graph_service.cache.graph_cache import SENTINEL
+from graph_service.cache.list_entries import SENTINEL
 from graph_service.domain.models import Direction
 from graph_service.redis_client.connect import AnyRedis
 

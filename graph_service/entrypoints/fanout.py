@@ -29,7 +29,12 @@ from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.topics import TopicMetrics
 from graph_service.timelines.timeline_store import TimelineStore
 
-__all__ = ["FanoutRuntime", "build_fanout"]
+__all__ = ["FanoutRuntime", "build_fanout", "fanout_config"]
+
+
+def fanout_config(settings: Settings) -> FanoutConfig:
+    """What the fanout applier reads of the settings."""
+    return FanoutConfig(batch_size=settings.fanout_batch_size, celebrity_threshold=settings.celebrity_threshold)
 
 
 @dataclass
@@ -103,8 +108,7 @@ async def build_fanout(
     if cache is not None:
         cache.report_to(CacheMetrics(registry))
         followers = CachedFollowerSource(followers, cache)
-    limits = FanoutConfig(batch_size=settings.fanout_batch_size, celebrity_threshold=settings.celebrity_threshold)
-    fanout = Fanout(followers, timelines, limits, metrics=fanout_metrics)
+    fanout = Fanout(followers, timelines, fanout_config(settings), metrics=fanout_metrics)
     consuming = WorkerConfig(
         topics=topic_names(settings),
         group=settings.fanout_group,

@@ -24,7 +24,7 @@ from graph_service.entrypoints.rule_limits import rule_limits
 from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.rules.graph import graph_rules
-from graph_service.rules.home_timeline import TimelineService
+from graph_service.rules.home_timeline import HomeTimeline
 from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
@@ -167,7 +167,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     graph = graph_rules(
         store, changes, reads, relationships, suggester, bounds, budget=budget if budget is not None else Unlimited()
     )
-    timeline = TimelineService(timelines, DynamoTweetStore(dynamo, tables), relationships, bounds)
+    timeline = HomeTimeline(timelines, DynamoTweetStore(dynamo, tables), relationships, bounds)
     try:
         grpc = await start_grpc_server(
             settings.grpc_address,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from socialgraph.v1 import events_pb2 as pb
 
 from graph_service.domain.ids import is_id
@@ -81,10 +82,16 @@ class EventKind(Generic[E]):
     def decode(self, value: bytes) -> E:
         message = self.message()
         parse(message, value)
-        try:
-            return self.from_message(message)
-        except ValueError as exc:  # a field protobuf parses but cannot convert: a timestamp out of range
-            raise UnreadableEvent("malformed", str(exc)) from exc
+        return self.from_message(message)
+
+
+def _micros(stamp: Timestamp) -> int:
+    """A record's timestamp in microseconds; ``UnreadableEvent("malformed")`` for one protobuf
+    parses but cannot convert (seconds outside years 1 to 9999, nanos outside 0 to 999,999,999)."""
+    try:
+        return from_timestamp(stamp)
+    except ValueError as exc:
+        raise UnreadableEvent("malformed", str(exc)) from exc
 
 
 # -- TweetCreated ---------------------------------------------------------------------------------
@@ -105,7 +112,7 @@ def _tweet_message(event: TweetPosted) -> pb.TweetCreated:
 def _tweet_event(message: pb.TweetCreated) -> TweetPosted:
     if not (is_id(message.tweet_id) and is_id(message.author_id)):
         raise UnreadableEvent("malformed", "tweet_id and author_id must be greater than 0")
-    return TweetPosted(message.tweet_id, message.author_id, from_timestamp(message.created_at))
+    return TweetPosted(message.tweet_id, message.author_id, _micros(message.created_at))
 
 
 TWEET: EventKind[TweetPosted] = EventKind(
@@ -143,7 +150,7 @@ def _follow_event(message: pb.FollowEvent) -> Follow:
         raise UnreadableEvent("malformed", "follower_id and followee_id must be two IDs greater than 0")
     if message.type not in {pb.FOLLOW_EVENT_TYPE_FOLLOWED, pb.FOLLOW_EVENT_TYPE_UNFOLLOWED}:
         raise UnreadableEvent("malformed", f"follow event type {message.type}")
-    return Follow(follower, followee, message.type == pb.FOLLOW_EVENT_TYPE_FOLLOWED, from_timestamp(message.at))
+    return Follow(follower, followee, message.type == pb.FOLLOW_EVENT_TYPE_FOLLOWED, _micros(message.at))
 
 
 FOLLOW: EventKind[Follow] = EventKind(

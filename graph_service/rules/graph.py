@@ -31,11 +31,13 @@ class GraphRules:
     requests: FollowRequests
     """SetPrivacy, ListFollowRequests, AcceptFollowRequest, RejectFollowRequest."""
     blocks: Blocks
+    """Block, Unblock."""
     queries: GraphQueries
     """IsFollowing, the follower and following lists, counts, GetRelationships."""
     known: KnownFollowers
     """ListKnownFollowers, ListMutualFollows."""
     suggestions: Suggester
+    """SuggestFollows."""
 
 
 def graph_rules(

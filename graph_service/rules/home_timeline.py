@@ -22,7 +22,7 @@ from graph_service.rules.limits import RuleLimits
 from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.rules.paging import page_size
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "TimelinePage", "TimelineService"]
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "HomeTimeline", "TimelinePage"]
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -39,7 +39,7 @@ class TimelinePage:
     next_page_token: str
 
 
-class TimelineService:
+class HomeTimeline:
     def __init__(
         self,
         timelines: TimelineReads | None,

@@ -1,7 +1,7 @@
 """The graph cache in memory: every role of the Redis ``GraphCache`` (``CountCache``, ``ListCache``,
 ``FollowerCache``, ``GraphCacheReads``, ``CacheInvalidations``, ``CacheRepairs``, ``SuggestionCache``)
 as its Lua scripts do them (``graph_service/cache/scripts.py``), for unit tests only (held to it by
-``tests/support/contracts/graph_cache.py``).
+``tests/support/contracts/graph_cache/``).
 
 Left out: TTLs (nothing expires, tombstones included), the near cache, the circuit breaker and the
 owed invalidations (a fake set ``down`` and back up serves what it held before).

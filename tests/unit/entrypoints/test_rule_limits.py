@@ -30,3 +30,10 @@ def test_every_limit_is_the_setting_of_its_name() -> None:
     for field in fields(RuleLimits):
         assert getattr(limits, field.name) == getattr(settings, field.name), field.name
     assert limits.page_token_secrets == ("new", "old")
+
+
+def test_the_defaults_are_the_settings_defaults() -> None:
+    """A RuleLimits built without the settings (a test, another process) has the values a server
+    started with no SG_* variables would have."""
+    defaults = Settings(page_token_secret="k")
+    assert RuleLimits(page_token_secrets=("k",)) == rule_limits(defaults)
