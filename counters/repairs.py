@@ -94,7 +94,7 @@ class CacheRepairer:
             self._metrics.debts.inc()
 
     async def touch(self, pairs: list[tuple[int, int]]) -> None:
-        """Drop cached relationship and privacy entries of pairs whose requests or blocks changed.
+        """Drop cached relationship and privacy entries of pairs whose requests, blocks or mutes changed.
         A drop Redis refuses is owed by the cache in memory and delivered when Redis answers;
         a consumer that stops before that leaves them to their TTL."""
         cache = self._cache

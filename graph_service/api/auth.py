@@ -36,6 +36,7 @@ _READS = (
     "ListMutualFollows",
     "SuggestFollows",
     "ListFollowRequests",
+    "ListMutes",
 )
 _WRITES = (
     "Follow",
@@ -46,6 +47,8 @@ _WRITES = (
     "Block",
     "Unblock",
     "RemoveFollower",
+    "Mute",
+    "Unmute",
 )
 SCOPE_OF: dict[str, str] = {
     **{_GRAPH + name: "read" for name in _READS},

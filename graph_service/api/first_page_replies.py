@@ -8,7 +8,7 @@ does its reply: building it (50 ``FollowEntry`` with timestamps) was about a thi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from graph_service.rules.identity_memo import IdentityMemo
 from graph_service.rules.paging import FIRST_PAGES_REMEMBERED, Page
@@ -26,6 +26,6 @@ class FirstPageReplies(Generic[R]):
     def __init__(self) -> None:
         self._memo: IdentityMemo[R] = IdentityMemo(REPLIES_REMEMBERED)
 
-    def reply(self, user_id: int, page_token: str, page: Page, build: Callable[[], R]) -> R:
+    def reply(self, user_id: int, page_token: str, page: Page[Any], build: Callable[[], R]) -> R:
         """``build()``, remembered for a first page (the only kind the near cache hands out again)."""
         return build() if page_token else self._memo.get(user_id, page, build)

@@ -5,6 +5,7 @@ Errors are raised as domain errors and mapped once, in ``interceptors.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from socialgraph.v1 import social_graph_pb2 as pb
@@ -14,6 +15,7 @@ from graph_service.api.first_page_replies import FirstPageReplies
 from graph_service.domain.models import Direction, Edge, FollowState
 from graph_service.domain.times import to_timestamp
 from graph_service.rules.graph import GraphRules
+from graph_service.rules.mutes import duration_ns
 
 __all__ = ["SocialGraphServicer"]
 
@@ -25,7 +27,7 @@ _STATES = {
 }
 
 
-def _entries(edges: list[Edge]) -> list[pb.FollowEntry]:
+def _entries(edges: Sequence[Edge]) -> list[pb.FollowEntry]:
     return [pb.FollowEntry(user_id=edge.user_id, followed_at=to_timestamp(edge.at_us)) for edge in edges]
 
 
@@ -93,6 +95,8 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
                     requested_by=r.requested_by,
                     blocking=r.blocking,
                     blocked_by=r.blocked_by,
+                    muting=r.muting,
+                    muting_notifications=r.muting_notifications,
                 )
                 for target, r in rows
             ]
@@ -158,3 +162,27 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
     async def RemoveFollower(self, request: pb.RemoveFollowerRequest, context: Context) -> pb.RemoveFollowerResponse:
         await self._rules.follows.remove_follower(request.user_id, request.follower_id)
         return pb.RemoveFollowerResponse()
+
+    async def Mute(self, request: pb.MuteRequest, context: Context) -> pb.MuteResponse:
+        duration = duration_ns(request.duration.seconds, request.duration.nanos)  # absent: 0
+        await self._rules.mutes.mute(request.muter_id, request.muted_id, duration, request.notifications)
+        return pb.MuteResponse()
+
+    async def Unmute(self, request: pb.UnmuteRequest, context: Context) -> pb.UnmuteResponse:
+        await self._rules.mutes.unmute(request.muter_id, request.muted_id)
+        return pb.UnmuteResponse()
+
+    async def ListMutes(self, request: pb.ListMutesRequest, context: Context) -> pb.ListMutesResponse:
+        page = await self._rules.mutes.list_mutes(request.user_id, request.page_size, request.page_token)
+        return pb.ListMutesResponse(
+            mutes=[
+                pb.MuteEntry(
+                    user_id=m.user_id,
+                    muted_at=to_timestamp(m.at_us),
+                    expires_at=to_timestamp(m.expires_us) if m.expires_us else None,
+                    notifications=m.notifications,
+                )
+                for m in page.entries
+            ],
+            next_page_token=page.next_page_token,
+        )

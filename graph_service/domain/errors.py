@@ -14,6 +14,7 @@ __all__ = [
     "Code",
     "DomainError",
     "FollowLimit",
+    "InvalidDuration",
     "InvalidLimit",
     "InvalidPageSize",
     "InvalidPageToken",
@@ -134,6 +135,15 @@ class InvalidLimit(DomainError):
 
     def __init__(self, limit: int, maximum: int) -> None:
         super().__init__(f"limit must be between 0 and {maximum}", limit=str(limit), maximum=str(maximum))
+
+
+class InvalidDuration(DomainError):
+    """A mute's duration that is negative or longer than the longest allowed."""
+
+    reason = "INVALID_DURATION"
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field} {why}", field=field)
 
 
 class InvalidPageSize(DomainError):

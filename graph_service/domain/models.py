@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 __all__ = [
@@ -17,6 +17,8 @@ __all__ = [
     "FollowState",
     "LeaseRecord",
     "Made",
+    "Mute",
+    "MutePage",
     "PairState",
     "Relationship",
     "Tweet",
@@ -108,16 +110,58 @@ class Relationship:
     requested_by: bool = False
     blocking: bool = False
     blocked_by: bool = False
+    mute_expires_us: int | None = None
+    """The actor's mute of the target, as stored: None, no mute; 0, until unmuted; else when it ends
+    (a mute past its end is stored until reclaimed, but not in force: ``as_of``)."""
+    muting_notifications: bool = False
 
     FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")
 
+    @property
+    def muting(self) -> bool:
+        """A mute is stored (call ``as_of`` first to leave out one that has ended)."""
+        return self.mute_expires_us is not None
+
+    def as_of(self, now_us: int) -> Relationship:
+        """The relationship at ``now_us``: a mute that has ended is left out."""
+        if self.mute_expires_us is None or not 0 < self.mute_expires_us <= now_us:
+            return self
+        return replace(self, mute_expires_us=None, muting_notifications=False)
+
     def encode(self) -> str:
-        """Six '0'/'1' characters in ``FLAGS`` order (the cache's value)."""
-        return "".join("1" if getattr(self, flag) else "0" for flag in self.FLAGS)
+        """The cache's value: six '0'/'1' characters in ``FLAGS`` order, then, for a mute,
+        ``:<expires>:<0|1>`` (its end, 0 for none, and the notifications flag)."""
+        flags = "".join("1" if getattr(self, flag) else "0" for flag in self.FLAGS)
+        if self.mute_expires_us is None:
+            return flags
+        return f"{flags}:{self.mute_expires_us}:{int(self.muting_notifications)}"
 
     @classmethod
     def decode(cls, text: str) -> Relationship:
-        return cls(*(c == "1" for c in text))
+        flags, _, mute = text.partition(":")
+        found = dict(zip(cls.FLAGS, (c == "1" for c in flags), strict=True))
+        if not mute:
+            return cls(**found)
+        expires, _, notifications = mute.partition(":")
+        return cls(**found, mute_expires_us=int(expires), muting_notifications=notifications == "1")
+
+
+@dataclass(frozen=True, slots=True)
+class Mute(Edge):
+    """One entry of a user's mutes: the muted account, when the mute was made (its place in
+    ``ListMutes``), when it ends (0: until unmuted) and whether notifications are muted too."""
+
+    expires_us: int = 0
+    notifications: bool = False
+
+    def in_force(self, now_us: int) -> bool:
+        return self.expires_us == 0 or self.expires_us > now_us
+
+
+@dataclass(frozen=True, slots=True)
+class MutePage:
+    entries: list[Mute]
+    has_more: bool
 
 
 @dataclass(frozen=True, slots=True)

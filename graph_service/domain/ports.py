@@ -24,6 +24,8 @@ from graph_service.domain.models import (
     EdgePage,
     LeaseRecord,
     Made,
+    Mute,
+    MutePage,
     PairState,
     Relationship,
 )
@@ -47,6 +49,9 @@ __all__ = [
     "LeaseRegistry",
     "ListCache",
     "ListReads",
+    "MuteReads",
+    "MuteStore",
+    "MuteWrites",
     "RelationshipReads",
     "SuggestionCache",
     "TimelineReads",
@@ -135,6 +140,34 @@ class GraphChanges(Protocol):
     async def privacy_settled(self, user_id: int) -> None:
         """The account's privacy setting may have changed."""
         ...
+
+
+class MuteWrites(Protocol):
+    """A user's mutes, stored in the user's own partition (they touch no other account's items)."""
+
+    async def mute_of(self, muter_id: int, muted_id: int) -> Mute | None:
+        """The stored mute (also one that has ended and is not reclaimed yet), strongly consistent."""
+        ...
+
+    async def put_mute(self, muter_id: int, mute: Mute, *, replacing: Mute | None) -> bool:
+        """Store ``mute`` of ``mute.user_id`` in place of ``replacing`` (None: there is none); False,
+        with nothing written, if the stored mute is not ``replacing`` any more."""
+        ...
+
+    async def remove_mute(self, muter_id: int, mute: Mute) -> bool:
+        """Delete the mute read as ``mute``; False, with nothing written, if it changed since."""
+        ...
+
+
+class MuteReads(Protocol):
+    async def list_mutes(self, user_id: int, limit: int, after: Cursor | None, *, now_us: int) -> MutePage:
+        """Up to ``limit`` mutes in force at ``now_us`` (ended ones skipped, however many), newest
+        first by when they were made, strictly after ``after``."""
+        ...
+
+
+class MuteStore(MuteWrites, MuteReads, Protocol):
+    """Where a user's mutes are kept: the graph store."""
 
 
 class ListReads(Protocol):
@@ -235,7 +268,7 @@ class CacheInvalidations(Protocol):
         ...
 
     async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool:
-        """After a committed request or block change between ``a`` and ``b``."""
+        """After a committed request, block or mute change between ``a`` and ``b``."""
         ...
 
     async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:

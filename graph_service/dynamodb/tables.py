@@ -10,6 +10,11 @@ and ``sk`` (S). Each edge is four items written in one transaction (docs/archite
 
 No local secondary index, so a partition (one user's list) has no 10 GB item-collection cap.
 
+Two tables have DynamoDB TTL on ``expires_at`` (``TTL_TABLES``): ``stream_checkpoints`` (the
+Lambda consumer's replay markers, the cache leases) and ``followers`` (mutes given a duration:
+their ``M#``/``MT#`` items are reclaimed once the mute has ended; no other item of it has the
+attribute).
+
 ``tweets`` (pk ``tweet_id`` N; ``author_id`` N, ``text`` S) stands in locally for the tweet
 service's table: its stream is what the relay turns into ``TweetCreated`` events.
 
@@ -36,6 +41,7 @@ __all__ = [
     "FOLLOWERS",
     "FOLLOWING",
     "TTL_ATTRIBUTE",
+    "TTL_TABLES",
     "TWEETS",
     "USERS",
     "TableNames",
@@ -51,7 +57,10 @@ USERS = "users"
 CHECKPOINTS = "stream_checkpoints"
 TWEETS = "tweets"
 TTL_ATTRIBUTE = "expires_at"
-"""The TTL attribute of ``stream_checkpoints`` (the Lambda consumer's replay markers, the cache leases)."""
+"""The TTL attribute (epoch seconds) of the ``TTL_TABLES``."""
+TTL_TABLES = (CHECKPOINTS, FOLLOWERS)
+"""The tables whose items DynamoDB's TTL deletes once ``expires_at`` has passed: the Lambda consumer's
+replay markers and the cache leases (``stream_checkpoints``), mutes that have ended (``followers``)."""
 BACKUPS_WAIT_SECONDS = 300.0
 """How long a new table may say its backups are not ready yet (``ContinuousBackupsUnavailableException``)."""
 BACKUPS_RETRY_SECONDS = 5.0
@@ -151,8 +160,8 @@ async def _recover_to_any_point(dynamo: AsyncDynamo, name: str) -> None:
         return
 
 
-async def _expire_markers(dynamo: AsyncDynamo, name: str) -> None:
-    """TTL on ``expires_at`` lets the Lambda consumer's replay markers age out."""
+async def _expire_items(dynamo: AsyncDynamo, name: str) -> None:
+    """TTL on ``expires_at`` (idempotent): replay markers and cache leases age out, ended mutes are reclaimed."""
     described = await dynamo.call("describe_time_to_live", TableName=name)
     if described.get("TimeToLiveDescription", {}).get("TimeToLiveStatus") in {"ENABLED", "ENABLING"}:
         return
@@ -169,5 +178,5 @@ async def create_tables(dynamo: AsyncDynamo, tables: TableNames, *, protect: boo
     (``dynamodb.provisioning.ensure_tables`` does it with a client of its own.)"""
     specs = table_specs(tables)
     created = await asyncio.gather(*(_ensure(dynamo, spec, protect=protect) for spec in specs))
-    await _expire_markers(dynamo, tables.table(CHECKPOINTS))
+    await asyncio.gather(*(_expire_items(dynamo, tables.table(name)) for name in TTL_TABLES))
     return [spec["TableName"] for spec, was_created in zip(specs, created, strict=True) if was_created]

@@ -165,7 +165,14 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     bounds = rule_limits(settings)
     suggester = Suggester(reads, bulk_lists, relationships, cache, bounds)
     graph = graph_rules(
-        store, changes, reads, relationships, suggester, bounds, budget=budget if budget is not None else Unlimited()
+        store,
+        changes,
+        reads,
+        relationships,
+        suggester,
+        bounds,
+        budget=budget if budget is not None else Unlimited(),
+        mutes=store,
     )
     timeline = HomeTimeline(timelines, DynamoTweetStore(dynamo, tables), relationships, bounds)
     try:

@@ -9,6 +9,8 @@ nobody read is never taken for a missing one. ``evaluate`` gives every violation
 A view comes from one partition plus consistent reads of the other side (cheap, the first
 look), or from one TransactGetItems of every key of the pair (a serializable snapshot, the
 confirmation): only what the snapshot shows is reported.
+
+Mutes (``M#``/``MT#``, both in the muter's partition) are not pair items here: ``fsck_mutes.py``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ PAIR_PREFIXES = (it.REQUEST_ORDER, it.EDGE_ORDER, it.EDGE, it.REQUEST, it.BLOCK)
 
 def parse_sk(sk: str) -> tuple[str, int, int | None] | None:
     """(prefix, other account, the ``at`` in the key for order items) of a pair item; None for the
-    owner's own items (``P``, ``O``) and anything unknown."""
+    owner's own items (``P``, ``O``), mute items (``fsck_mutes.py``) and anything unknown."""
     for prefix in PAIR_PREFIXES:
         if sk.startswith(prefix):
             rest = sk[len(prefix) :]

@@ -29,6 +29,7 @@ KINDS = {
     "order_unpaired": "a T#/RT# order item without its E#/R# membership item at the same `at`, or the reverse",
     "edge_and_request": "an edge and a pending request in the same direction",
     "across_block": "an edge or a request between two accounts one of which blocks the other",
+    "mute_unpaired": "a mute in force whose M# and MT# items are not both there with the same attributes",
     "counter_drift": "users' followers_count/following_count differ from the E# items",
     "outgoing_count": "following pk=A sk=O `n` differs from A's follows plus pending requests (--all)",
     "cache_follow_state": "a cached follow state (fs) that DynamoDB contradicts",

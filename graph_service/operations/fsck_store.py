@@ -1,5 +1,8 @@
 """The edge tables' invariants, one partition at a time, and the counters against them.
 
+A ``followers`` partition's mutes (``fsck_mutes.py``) are judged on the partition alone (both
+items of a mute live in it) and confirmed by a snapshot of their keys, as the pairs are.
+
 For each partition (one user's items of one table): the pairs its items name are looked at
 through the partition itself plus one strongly consistent BatchGetItem of the other side's keys;
 a pair that shows a violation is confirmed later (``Confirmer``) by one TransactGetItems of every
@@ -27,11 +30,14 @@ import asyncio
 import functools
 from collections.abc import Iterable
 
+from graph_service.domain.models import Mute
+from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, query_all, transact_get
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.fsck_confirm import Confirmer
+from graph_service.operations.fsck_mutes import MuteView, evaluate_mute, held, member_sk, mute_items, order_sk
 from graph_service.operations.fsck_pairs import (
     ItemKey,
     PairView,
@@ -102,6 +108,8 @@ class StoreChecker:
         counters = None
         if self._check_counters:
             counters = asyncio.create_task(load_counts(self._dynamo, self._users, [owner]))
+        if table == FOLLOWERS:
+            self._check_mutes(owner, items)
         try:
             others = list(by_other)
             for start in range(0, len(others), PARTNERS_AT_ONCE):
@@ -114,6 +122,14 @@ class StoreChecker:
         edges = sum(1 for i in items if str(i["sk"]["S"]).startswith(it.EDGE))
         if counts is not None and edges != (counts.followers if table == FOLLOWERS else counts.following):
             self._suspect_counts(owner)
+
+    def _check_mutes(self, owner: int, items: list[Item]) -> None:
+        """The partition's mutes, each whole in it: a suspicion is confirmed later by a snapshot."""
+        now = now_us()
+        for muted, found in mute_items(items).items():
+            view = MuteView(owner, muted, found)
+            if evaluate_mute(view, now):
+                self._later.add(functools.partial(self._confirm_mute, view))
 
     def _note_outgoing(
         self, table: str, owner: int, items: list[Item], by_other: dict[int, dict[ItemKey, int]]
@@ -216,6 +232,39 @@ class StoreChecker:
                 break
             keys |= missing
         for violation in evaluate(PairView(first.a, first.b, found, looked=frozenset(keys))):
+            self._report.add(violation)
+
+    async def _confirm_mute(self, first: MuteView) -> None:
+        """One TransactGetItems of the mute's ``M#``, the ``MT#`` items seen and the one the ``M#``
+        read implies (again, with the new one, while a replace keeps moving it)."""
+        member = member_sk(first.muted)
+
+        def implied(found: dict[str, Mute]) -> set[str]:
+            return {order_sk(found[member])} if member in found else set()
+
+        keys = {member, *first.found, *implied(first.found)}
+        found: dict[str, Mute] = {}
+        ordered: list[str] = []
+        for _ in range(SNAPSHOT_ROUNDS):
+            ordered = sorted(keys)
+            gets = [
+                {
+                    "Get": {
+                        "TableName": self._tables[FOLLOWERS],
+                        "Key": _key(first.muter, sk),
+                        "ProjectionExpression": "#o, #at, #exp, #ntf",
+                        "ExpressionAttributeNames": it.MUTE_ATTRIBUTES,
+                    }
+                }
+                for sk in ordered
+            ]
+            items = await transact_get(self._dynamo, gets)
+            found = {sk: held(i, first.muted) for sk, i in zip(ordered, items, strict=True) if i is not None}
+            if implied(found) <= keys:
+                break
+            keys |= implied(found)
+        view = MuteView(first.muter, first.muted, found, looked=frozenset(ordered))  # what the last snapshot read
+        for violation in evaluate_mute(view, now_us()):
             self._report.add(violation)
 
     async def _snapshot(self, keys: list[ItemKey]) -> dict[ItemKey, int]:

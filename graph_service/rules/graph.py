@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph_service.domain.ports import FollowBudget, GraphChanges, GraphReads, GraphWrites, RelationshipReads
+from graph_service.domain.ports import (
+    FollowBudget,
+    GraphChanges,
+    GraphReads,
+    GraphWrites,
+    MuteStore,
+    RelationshipReads,
+)
 from graph_service.rules.accepting import Acceptance
 from graph_service.rules.blocks import Blocks
 from graph_service.rules.follow_tickets import FollowTickets
@@ -16,6 +23,7 @@ from graph_service.rules.follows import Follows
 from graph_service.rules.graph_queries import GraphQueries
 from graph_service.rules.intersections import Intersections, KnownFollowers
 from graph_service.rules.limits import RuleLimits
+from graph_service.rules.mutes import Mutes
 from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.rules.paging import Pager
 from graph_service.rules.requests import FollowRequests
@@ -38,6 +46,8 @@ class GraphRules:
     """ListKnownFollowers, ListMutualFollows."""
     suggestions: Suggester
     """SuggestFollows."""
+    mutes: Mutes
+    """Mute, Unmute, ListMutes."""
 
 
 def graph_rules(
@@ -49,10 +59,12 @@ def graph_rules(
     limits: RuleLimits,
     *,
     budget: FollowBudget,
+    mutes: MuteStore,
 ) -> GraphRules:
     """``writes`` (and the strongly consistent reads a write decides from) go to the store;
     ``reads`` and ``relationships`` may be served through the cache; ``changes`` is told what every
-    acknowledged write settled."""
+    acknowledged write settled. ``mutes`` is the store (a user's mutes are read
+    from it directly: ``ListMutes`` is not cached)."""
     pager = Pager(PageTokenCodec(*limits.page_token_secrets), limits.default_page_size, limits.max_page_size)
     acceptance = Acceptance(writes, changes)
     tickets = FollowTickets(budget, limits.follow_rate_limit, limits.follow_rate_window_seconds)
@@ -63,4 +75,5 @@ def graph_rules(
         queries=GraphQueries(reads, relationships, pager, max_batch_size=limits.max_batch_size),
         known=KnownFollowers(Intersections(reads, limits.intersection_candidate_limit), pager),
         suggestions=suggester,
+        mutes=Mutes(mutes, mutes, changes, pager),
     )

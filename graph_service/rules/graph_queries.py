@@ -1,6 +1,7 @@
 """The graph's reads: IsFollowing, ListFollowers, ListFollowing, GetCounts, BatchGetCounts,
-GetRelationships. Validation and paging here; the reads themselves are strongly consistent
-behind ``GraphReads`` and ``RelationshipReads`` (the caches are kept exact)."""
+GetRelationships (a mute that has ended is left out of it). Validation and paging here; the reads
+themselves are strongly consistent behind ``GraphReads`` and ``RelationshipReads`` (the caches are
+kept exact)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Sequence
 
 from graph_service.domain.errors import BatchTooLarge
 from graph_service.domain.ids import require_id
-from graph_service.domain.models import Counts, Direction, Relationship
+from graph_service.domain.models import Counts, Direction, Edge, Relationship
 from graph_service.domain.ports import GraphReads, RelationshipReads
+from graph_service.domain.times import now_us
 from graph_service.rules.paging import Page, Pager
 
 __all__ = ["GraphQueries", "require_batch"]
@@ -39,7 +41,7 @@ class GraphQueries:
             return False
         return await self._reads.is_following(follower_id, followee_id)
 
-    async def list_edges(self, direction: Direction, user_id: int, page_size: int, page_token: str) -> Page:
+    async def list_edges(self, direction: Direction, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(user_id, "user_id")
         return await self._pager.page(
             f"{direction.value}:{user_id}",
@@ -62,4 +64,5 @@ class GraphQueries:
         require_id(actor_id, "actor_id")
         require_batch(target_ids, "target_ids", self._max_batch)
         found = await self._relationships.relationships(actor_id, target_ids) if target_ids else {}
-        return [(t, found[t]) for t in target_ids]
+        now = now_us()
+        return [(t, found[t].as_of(now)) for t in target_ids]

@@ -1,8 +1,9 @@
 """GetHomeTimeline: pushed entries merged with followed celebrities' recent tweets, newest first.
 
 Every entry is checked against the graph when it is read: only tweets of accounts the user
-follows at that moment are returned. That is what makes Unfollow, Block and RemoveFollower
-hide an account's tweets as soon as they return, whatever the fanout worker is doing, and it
+follows, and does not mute, at that moment are returned. That is what makes Unfollow, Block,
+RemoveFollower and Mute hide an account's tweets as soon as they return (and Unmute show them
+again), whatever the fanout worker is doing, and it
 needs each entry's author: from Redis (``tweet_author``), else from the tweets table.
 """
 
@@ -17,6 +18,7 @@ from graph_service.domain.errors import TimelineUnavailable
 from graph_service.domain.ids import require_id
 from graph_service.domain.models import TweetCursor
 from graph_service.domain.ports import RelationshipReads, TimelineReads, TweetAuthors
+from graph_service.domain.times import now_us
 from graph_service.rules.author_memo import AuthorMemo
 from graph_service.rules.limits import RuleLimits
 from graph_service.rules.page_tokens import PageTokenCodec
@@ -133,13 +135,15 @@ class HomeTimeline:
         return members
 
     async def _following(self, user_id: int, accounts: Iterable[int]) -> dict[int, bool]:
-        """Whether the user follows each account now (strongly consistent, through the graph cache)."""
+        """Whether the user follows each account now and does not mute it (strongly consistent,
+        through the graph cache): the accounts whose tweets the timeline shows."""
         wanted = set(accounts)
         others = sorted(wanted - {user_id})
         found: dict[int, bool] = dict.fromkeys(wanted, False)
         batches = [others[i : i + RELATIONSHIP_BATCH] for i in range(0, len(others), RELATIONSHIP_BATCH)]
+        now = now_us()
         for relationships in await asyncio.gather(*(self._graph.relationships(user_id, b) for b in batches)):
-            found.update((target, r.following) for target, r in relationships.items())
+            found.update((target, r.following and not r.as_of(now).muting) for target, r in relationships.items())
         return found
 
     async def _authors(self, timelines: TimelineReads, tweet_ids: list[int]) -> dict[int, int]:

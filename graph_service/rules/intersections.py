@@ -81,7 +81,7 @@ class KnownFollowers:
         self._intersections = intersections
         self._pager = pager
 
-    async def list_known_followers(self, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page:
+    async def list_known_followers(self, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(viewer_id, "viewer_id")
         require_id(user_id, "user_id")
         return await self._pager.page(
@@ -91,7 +91,7 @@ class KnownFollowers:
             lambda n, a: self._intersections.known_followers(user_id, viewer_id, n, a),
         )
 
-    async def list_mutual_follows(self, user_id: int, page_size: int, page_token: str) -> Page:
+    async def list_mutual_follows(self, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(user_id, "user_id")
         return await self._pager.page(
             f"mutual:{user_id}",

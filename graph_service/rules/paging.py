@@ -7,11 +7,12 @@ not signed again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from graph_service.domain.errors import InvalidPageSize
-from graph_service.domain.models import Cursor, Edge, EdgePage
+from graph_service.domain.models import Cursor, Edge
 from graph_service.rules.identity_memo import IdentityMemo
 from graph_service.rules.page_tokens import PageTokenCodec
 
@@ -21,12 +22,23 @@ FIRST_PAGES_REMEMBERED = 1024
 """Signed first pages of followers and followings kept by the page object they came from: at the
 default page size of 50, about 50,000 entries at most."""
 
-Fetch = Callable[[int, Cursor | None], Awaitable[EdgePage]]
+E = TypeVar("E", bound=Edge)
+E_co = TypeVar("E_co", bound=Edge, covariant=True)
+
+
+class Fetched(Protocol[E_co]):
+    """What a store's list read returns (``EdgePage``, ``MutePage``)."""
+
+    @property
+    def entries(self) -> Sequence[E_co]: ...
+
+    @property
+    def has_more(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
-class Page:
-    entries: list[Edge]
+class Page(Generic[E]):
+    entries: Sequence[E]
     next_page_token: str
 
 
@@ -42,18 +54,24 @@ class Pager:
         self._tokens = tokens
         self._default = default_size
         self._max = max_size
-        self._first_pages: IdentityMemo[Page] = IdentityMemo(FIRST_PAGES_REMEMBERED)
+        self._first_pages: IdentityMemo[Page[Any]] = IdentityMemo(FIRST_PAGES_REMEMBERED)
 
     async def page(
-        self, scope: str, requested_size: int, page_token: str, fetch: Fetch, *, remember: bool = False
-    ) -> Page:
+        self,
+        scope: str,
+        requested_size: int,
+        page_token: str,
+        fetch: Callable[[int, Cursor | None], Awaitable[Fetched[E]]],
+        *,
+        remember: bool = False,
+    ) -> Page[E]:
         """One page: validate size and token (bound to ``scope``), fetch, sign the next token.
         ``remember``: a first page is kept signed by the page object ``fetch`` returned."""
         limit = page_size(requested_size, self._default, self._max)
         after = self._tokens.decode_edge(scope, page_token)
         page = await fetch(limit, after)
 
-        def signed() -> Page:
+        def signed() -> Page[E]:
             token = self._tokens.encode(scope, page.entries[-1]) if page.has_more and page.entries else ""
             return Page(entries=page.entries, next_page_token=token)
 

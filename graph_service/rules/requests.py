@@ -12,6 +12,7 @@ import structlog
 
 from graph_service.domain.errors import RequestNotFound, Unavailable
 from graph_service.domain.ids import require_id, require_pair
+from graph_service.domain.models import Edge
 from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites
 from graph_service.rules.accepting import Acceptance, AccountIsPrivate
 from graph_service.rules.paging import Page, Pager
@@ -77,7 +78,7 @@ class FollowRequests:
         if accepted:
             log.info("pending_requests_accepted", user_id=user_id, count=accepted)
 
-    async def list_requests(self, user_id: int, page_size: int, page_token: str) -> Page:
+    async def list_requests(self, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(user_id, "user_id")
         return await self._pager.page(
             f"requests:{user_id}", page_size, page_token, lambda n, a: self._reads.list_requests(user_id, n, a)

@@ -1,7 +1,9 @@
 """Turns DynamoDB Stream records of the followers table into edge changes.
 
 Only membership items (``sk = E#<follower>``) count; the ordering items (``T#...``) of the same
-transaction are ignored. The record shape is the same from GetRecords and from a Lambda event.
+transaction are ignored, and so is every other item (requests, blocks, mutes, settings, and their
+deletions by TTL), which only names a pair whose cached entries may be stale (``touched_pairs``).
+The record shape is the same from GetRecords and from a Lambda event.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from graph_service.store import items as it
 
 __all__ = ["EdgeChange", "edge_change", "edge_changes", "touched_pairs"]
 
-PAIR_ITEMS = (it.REQUEST, it.BLOCK)  # a pending request (pk asked by other), a block (pk blocks other)
+PAIR_ITEMS = (it.REQUEST, it.BLOCK, it.MUTE)
+"""Membership items of a pair other than the edge: a pending request (pk asked by other), a block (pk
+blocks other), a mute (pk mutes other). Their order items (``RT#``, ``MT#``) start otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +60,9 @@ def edge_changes(records: list[dict[str, Any]]) -> list[EdgeChange]:
 
 
 def touched_pairs(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """The pairs whose request or block items changed, and ``(user, user)`` for a privacy change:
-    whatever relationship and privacy entries the cache holds for them may be stale."""
+    """The pairs whose request, block or mute items changed, as ``(other, owner)``, and
+    ``(user, user)`` for a privacy change: whatever relationship and privacy entries the cache holds
+    for them may be stale."""
     pairs: dict[tuple[int, int], None] = {}
     for record in records:
         data = record.get("dynamodb", {})
@@ -67,5 +72,6 @@ def touched_pairs(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
         if sort_key == it.SETTINGS:
             pairs[(owner, owner)] = None
         elif sort_key.startswith(PAIR_ITEMS):
-            pairs[(int(sort_key[len(it.BLOCK) :]), owner)] = None
+            prefix = next(p for p in PAIR_ITEMS if sort_key.startswith(p))
+            pairs[(int(sort_key[len(prefix) :]), owner)] = None
     return list(pairs)

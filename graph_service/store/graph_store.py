@@ -9,6 +9,7 @@ False and writes nothing. What to do then is the service layer's decision, not t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from graph_service.domain.models import (
     AcceptOutcome,
@@ -18,6 +19,8 @@ from graph_service.domain.models import (
     Edge,
     EdgePage,
     Made,
+    Mute,
+    MutePage,
     PairState,
     Relationship,
 )
@@ -30,6 +33,8 @@ from graph_service.store import items as it
 __all__ = ["DynamoGraphStore", "load_counts"]
 
 AT = {"#at": "at"}
+MUTES_READ_AT_MOST = 1000
+"""The most ``MT#`` items one query of ``list_mutes`` asks for (ended mutes make it ask for more)."""
 
 
 def parse_counts(item: Item | None) -> Counts:
@@ -67,9 +72,21 @@ def _ident(item_key: Item) -> tuple[str, str]:
     return item_key["pk"]["N"], item_key["sk"]["S"]
 
 
+def _same_mute(mute: Mute, *, notifications: bool) -> Item:
+    """The condition that the stored ``M#`` is ``mute``: its ``at`` and ``exp`` (and ``ntf``)."""
+    condition = "#at = :at AND #exp = :exp"
+    names = {"#at": "at", "#exp": "exp"}
+    values: Item = {":at": {"N": str(mute.at_us)}, ":exp": {"N": str(mute.expires_us)}}
+    if notifications:
+        condition += " AND #ntf = :ntf"
+        names["#ntf"] = "ntf"
+        values[":ntf"] = {"BOOL": mute.notifications}
+    return {"ConditionExpression": condition, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+
+
 class DynamoGraphStore:
-    """``GraphWrites``, ``GraphReads``, ``RelationshipReads`` and ``FollowerSource`` on DynamoDB.
-    Counters are read here; only the counters consumer writes them."""
+    """``GraphWrites``, ``GraphReads``, ``RelationshipReads``, ``FollowerSource``, ``MuteWrites`` and
+    ``MuteReads`` on DynamoDB. Counters are read here; only the counters consumer writes them."""
 
     def __init__(self, dynamo: AsyncDynamo, tables: TableNames) -> None:
         self._dynamo = dynamo
@@ -259,18 +276,24 @@ class DynamoGraphStore:
     async def is_following(self, follower_id: int, followee_id: int) -> bool:
         return await self.edge_at(follower_id, followee_id) is not None
 
-    async def _list_order(self, table: str, owner: int, prefix: str, limit: int, after: Cursor | None) -> EdgePage:
+    @staticmethod
+    def _order_query(table: str, owner: int, prefix: str, after: Cursor | None, names: dict[str, str]) -> Item:
+        """The newest-first query of the ``prefix`` order items strictly after ``after``, strongly
+        consistent, projecting ``names``."""
         # Keys are fixed-width, so "strictly before the cursor" is "at most the cursor's ID minus one".
         upper = f"{prefix}~" if after is None else f"{prefix}{Edge(after.user_id - 1, after.at_us).position}"
-        query: Item = {
+        return {
             "TableName": table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
             "ExpressionAttributeValues": {":pk": {"N": str(owner)}, ":lo": {"S": prefix}, ":hi": {"S": upper}},
             "ScanIndexForward": False,
             "ConsistentRead": True,
-            "ProjectionExpression": "#o, #at",
-            "ExpressionAttributeNames": {"#o": "other", "#at": "at"},
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
         }
+
+    async def _list_order(self, table: str, owner: int, prefix: str, limit: int, after: Cursor | None) -> EdgePage:
+        query = self._order_query(table, owner, prefix, after, {"#o": "other", "#at": "at"})
         found = await query_all(self._dynamo, query, limit=limit + 1)
         entries = [Edge(int(i["other"]["N"]), int(i["at"]["N"])) for i in found]
         return EdgePage(entries=entries[:limit], has_more=len(entries) > limit)
@@ -299,17 +322,36 @@ class DynamoGraphStore:
     # -- RelationshipReads ----------------------------------------------------------------
 
     async def relationships(self, actor_id: int, target_ids: Sequence[int]) -> dict[int, Relationship]:
-        """One strongly consistent BatchGetItem of six keys per target: every flag is exact, but
+        """One strongly consistent BatchGetItem of seven keys per target (the pair's six, and the
+        actor's ``M#`` of the target: the stored mute, ended or not): every flag is exact, but
         during a concurrent write one target's flags may come from either side of it."""
         wanted = list(dict.fromkeys(target_ids))
-        keys = [k for target in wanted for k in _pair_keys(actor_id, target)]
+        keys = [k for target in wanted for k in [*_pair_keys(actor_id, target), it.key(it.MUTE, actor_id, target)]]
         unique = list({_ident(k): k for k in keys}.values())  # a target equal to the actor repeats keys
         found = await batch_get_all(
-            self._dynamo, self._followers, unique, consistent=True, projection="pk, sk, #at", names=AT
+            self._dynamo,
+            self._followers,
+            unique,
+            consistent=True,
+            projection="pk, sk, #o, #at, #exp, #ntf",
+            names=it.MUTE_ATTRIBUTES,
         )
-        at = {_ident(i): int(i["at"]["N"]) for i in found}
-        states = {t: PairState(*(at.get(_ident(k)) for k in _pair_keys(actor_id, t))) for t in wanted}
-        return {t: (Relationship() if t == actor_id else s.relationship()) for t, s in states.items()}
+        by_key = {_ident(i): i for i in found}
+        at = {ident: int(i["at"]["N"]) for ident, i in by_key.items()}
+        answers: dict[int, Relationship] = {}
+        for target in wanted:
+            if target == actor_id:
+                answers[target] = Relationship()
+                continue
+            relationship = PairState(*(at.get(_ident(k)) for k in _pair_keys(actor_id, target))).relationship()
+            muted = by_key.get(_ident(it.key(it.MUTE, actor_id, target)))
+            if muted is not None:
+                mute = it.parse_mute(muted)
+                relationship = replace(
+                    relationship, mute_expires_us=mute.expires_us, muting_notifications=mute.notifications
+                )
+            answers[target] = relationship
+        return answers
 
     # -- FollowerSource -------------------------------------------------------------------
 
@@ -318,3 +360,61 @@ class DynamoGraphStore:
 
     async def list_followers(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
         return await self.list_edges(Direction.FOLLOWERS, user_id, limit, after)
+
+    # -- MuteWrites -----------------------------------------------------------------------
+
+    async def mute_of(self, muter_id: int, muted_id: int) -> Mute | None:
+        response = await self._dynamo.call(
+            "get_item",
+            TableName=self._followers,
+            Key=it.key(it.MUTE, muter_id, muted_id),
+            ConsistentRead=True,
+            ProjectionExpression="#o, #at, #exp, #ntf",
+            ExpressionAttributeNames=it.MUTE_ATTRIBUTES,
+        )
+        found = response.get("Item")
+        return it.parse_mute(found) if found else None
+
+    async def put_mute(self, muter_id: int, mute: Mute, *, replacing: Mute | None) -> bool:
+        """One transaction: ``M#`` put (only new, or only if it is still ``replacing``: its ``at``,
+        ``exp`` and ``ntf``), the new ``MT#`` put, and ``replacing``'s ``MT#`` deleted if it was
+        made at another time (the same time: the put replaces it)."""
+        member = it.put(self._followers, it.mute_item(it.key(it.MUTE, muter_id, mute.user_id), mute))
+        if replacing is None:
+            member["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            member["Put"].update(_same_mute(replacing, notifications=True))
+        elements = [member, it.put(self._followers, it.mute_item(it.order_key(it.MUTE_ORDER, muter_id, mute), mute))]
+        if replacing is not None and replacing.at_us != mute.at_us:
+            elements.append(it.delete(self._followers, it.order_key(it.MUTE_ORDER, muter_id, replacing)))
+        return await self._commit(elements)
+
+    async def remove_mute(self, muter_id: int, mute: Mute) -> bool:
+        """One transaction: ``M#`` deleted if its ``at`` and ``exp`` are still ``mute``'s, and its ``MT#``."""
+        member = it.delete(self._followers, it.key(it.MUTE, muter_id, mute.user_id))
+        member["Delete"].update(_same_mute(mute, notifications=False))
+        return await self._commit([member, it.delete(self._followers, it.order_key(it.MUTE_ORDER, muter_id, mute))])
+
+    # -- MuteReads ------------------------------------------------------------------------
+
+    async def list_mutes(self, user_id: int, limit: int, after: Cursor | None, *, now_us: int) -> MutePage:
+        """``MT#`` items newest first, skipping those that have ended (TTL reclaims them within days,
+        not at once), until ``limit + 1`` in force are found or the list ends: a page with more after
+        it is never empty, however many ended mutes lie between. Each query asks for what is still
+        wanted plus as many as were skipped so far (at most ``MUTES_READ_AT_MOST``)."""
+        request = self._order_query(self._followers, user_id, it.MUTE_ORDER, after, it.MUTE_ATTRIBUTES)
+        wanted = limit + 1
+        found: list[Mute] = []
+        skipped = 0
+        while True:
+            request["Limit"] = min(MUTES_READ_AT_MOST, wanted - len(found) + skipped)
+            response = await self._dynamo.call("query", **request)
+            for mute in map(it.parse_mute, response["Items"]):
+                if mute.in_force(now_us):
+                    found.append(mute)
+                else:
+                    skipped += 1
+            if len(found) >= wanted or "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return MutePage(entries=found[:limit], has_more=len(found) > limit)

@@ -11,6 +11,8 @@ every rule can be a condition inside the transaction that writes:
                            ``following`` pk=A as ``E#<B>`` / ``T#<t>#<B>``
 ``R#<A>`` / ``RT#<t>#<A>`` A's pending request to follow B (membership / order)
 ``B#<A>``                  B blocks A
+``M#<A>`` / ``MT#<t>#<A>`` B mutes A (membership / newest-first order): ``exp`` (when it
+                           ends, 0: never), ``ntf`` (BOOL), and ``expires_at`` for TTL
 ``P``                      B's settings: ``private`` (BOOL)
 =========================  ==========================================================
 
@@ -23,13 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_service.domain.models import Edge
+from graph_service.domain.models import Edge, Mute
+from graph_service.dynamodb.tables import TTL_ATTRIBUTE
 
 __all__ = [
     "BLOCK",
     "EDGE",
     "EDGE_ORDER",
     "FOLLOW_ELEMENTS",
+    "MUTE",
+    "MUTE_ATTRIBUTES",
+    "MUTE_ORDER",
     "OUTGOING",
     "REQUEST",
     "REQUEST_ORDER",
@@ -43,9 +49,12 @@ __all__ = [
     "follow_elements",
     "item",
     "key",
+    "mute_item",
     "order_key",
     "outgoing_key",
+    "parse_mute",
     "put",
+    "reclaimed_after",
     "settings_key",
 ]
 
@@ -54,6 +63,8 @@ EDGE_ORDER = "T#"
 REQUEST = "R#"
 REQUEST_ORDER = "RT#"
 BLOCK = "B#"
+MUTE = "M#"
+MUTE_ORDER = "MT#"
 SETTINGS = "P"
 OUTGOING = "O"
 ID_DIGITS = 20
@@ -62,12 +73,12 @@ Item = dict[str, Any]
 
 
 def key(prefix: str, owner: int, other: int) -> Item:
-    """A membership item: ``prefix`` is EDGE, REQUEST or BLOCK."""
+    """A membership item: ``prefix`` is EDGE, REQUEST, BLOCK or MUTE."""
     return {"pk": {"N": str(owner)}, "sk": {"S": f"{prefix}{other:0{ID_DIGITS}d}"}}
 
 
 def order_key(prefix: str, owner: int, edge: Edge) -> Item:
-    """An ordering item: ``prefix`` is EDGE_ORDER or REQUEST_ORDER."""
+    """An ordering item: ``prefix`` is EDGE_ORDER, REQUEST_ORDER or MUTE_ORDER."""
     return {"pk": {"N": str(owner)}, "sk": {"S": f"{prefix}{edge.position}"}}
 
 
@@ -104,6 +115,35 @@ def count_outgoing(table: str, user_id: int, delta: int, *, cap: int = 0) -> Ite
 
 def item(item_key: Item, edge: Edge) -> Item:
     return {**item_key, "other": {"N": str(edge.user_id)}, "at": {"N": str(edge.at_us)}}
+
+
+MUTE_ATTRIBUTES = {"#o": "other", "#at": "at", "#exp": "exp", "#ntf": "ntf"}
+"""The names of a mute item's attributes, for a projection of ``#o, #at, #exp, #ntf``."""
+
+
+def reclaimed_after(expires_us: int) -> int:
+    """``expires_at`` of a mute ending at ``expires_us``: epoch seconds, rounded up, so that DynamoDB's
+    TTL never reclaims a mute before it has ended."""
+    return -(-expires_us // 1_000_000)
+
+
+def mute_item(item_key: Item, mute: Mute) -> Item:
+    """A mute's membership (``M#``) or order (``MT#``) item: the muted account, when the mute was
+    made, when it ends (0: never) and the notifications flag; with an end, ``expires_at`` too."""
+    body = {**item(item_key, mute), "exp": {"N": str(mute.expires_us)}, "ntf": {"BOOL": mute.notifications}}
+    if mute.expires_us > 0:
+        body[TTL_ATTRIBUTE] = {"N": str(reclaimed_after(mute.expires_us))}
+    return body
+
+
+def parse_mute(found: Item) -> Mute:
+    """The mute an ``M#`` or ``MT#`` item holds."""
+    return Mute(
+        user_id=int(found["other"]["N"]),
+        at_us=int(found["at"]["N"]),
+        expires_us=int(found.get("exp", {}).get("N", "0")),
+        notifications=bool(found.get("ntf", {}).get("BOOL", False)),
+    )
 
 
 def put(table: str, body: Item, *, only_new: bool = False) -> Item:

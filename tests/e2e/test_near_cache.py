@@ -47,8 +47,9 @@ async def two_servers(settings: Settings, tmp_path: Path) -> AsyncIterator[tuple
 
 
 async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int:
-    """Per pair: read through ``reader`` (its near cache fills), write through ``writer``, then read
-    again through ``reader`` at once, several times; every read after the write must see it."""
+    """Per pair: read through ``reader`` (its near cache fills), write through ``writer`` (a follow and
+    the followee's mute of the follower, or their undoing), then read again through ``reader`` at
+    once, several times; every read after the writes must see them."""
     checked = 0
     async with (
         grpc.aio.insecure_channel(writer.address) as write_channel,
@@ -65,12 +66,13 @@ async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int
             reply = await reads.ListFollowers(pb.ListFollowersRequest(user_id=followee))
             return follower in {entry.user_id for entry in reply.followers}
 
-        async def related(follower: int, followee: int) -> bool:
-            """The followee's side: whether the follower follows it, among other targets."""
+        async def related(follower: int, followee: int) -> tuple[bool, bool]:
+            """The followee's side, among other targets: whether the follower follows it, and whether it
+            mutes the follower."""
             others = [followee + 1000, follower]
             reply = await reads.GetRelationships(pb.GetRelationshipsRequest(actor_id=followee, target_ids=others))
             (entry,) = [r for r in reply.relationships if r.target_id == follower]
-            return bool(entry.followed_by)
+            return bool(entry.followed_by), bool(entry.muting)
 
         async def pair(index: int) -> int:
             follower, followee = first_user + index, first_user + 800 + index
@@ -82,18 +84,24 @@ async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int
                         state(follower, followee), listed(follower, followee), related(follower, followee)
                     )
                 )
-                assert before == [not following] * 3, (index, round_, "before")
+                assert before == [not following] * 2 + [(not following,) * 2], (index, round_, "before")
                 if following:
-                    await writes.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee))
+                    await asyncio.gather(
+                        writes.Follow(pb.FollowRequest(follower_id=follower, followee_id=followee)),
+                        writes.Mute(pb.MuteRequest(muter_id=followee, muted_id=follower)),
+                    )
                 else:
-                    await writes.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee))
+                    await asyncio.gather(
+                        writes.Unfollow(pb.UnfollowRequest(follower_id=follower, followee_id=followee)),
+                        writes.Unmute(pb.UnmuteRequest(muter_id=followee, muted_id=follower)),
+                    )
                 for batch in range(2):  # the first fills the near cache, the second reads it
                     after = await asyncio.gather(
                         *(state(follower, followee) for _ in range(READS_AFTER)),
                         listed(follower, followee),
                         related(follower, followee),
                     )
-                    assert after == [following] * (READS_AFTER + 2), (index, round_, batch, after)
+                    assert after == [following] * (READS_AFTER + 1) + [(following,) * 2], (index, round_, batch, after)
                     seen += len(after)
                 seen += 3
             return seen

@@ -12,6 +12,7 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,14 @@ def scenario(u: int) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
         ("unfollow", (b, d), {}),
         ("is_following", (a, b), {}),
         ("follow", (a, a), {}),  # InvalidArgument: self-follow
+        ("mute", (a, b), {"duration": timedelta(hours=1), "notifications": True}),
+        ("mute", (a, c), {}),
+        ("get_relationships", (a, [b, c, d]), {}),
+        ("list_mutes", (a,), {"page_size": 1}),
+        ("iter_mutes", (a,), {"page_size": 1}),
+        ("unmute", (a, c), {}),
+        ("mute", (a, d), {"duration": timedelta(seconds=-5)}),  # InvalidArgument: negative duration
+        ("list_mutes", (a,), {}),
     ]
 
 
@@ -165,6 +174,15 @@ async def test_sync_and_async_clients_answer_alike_over_every_rpc(server: Server
     assert steps["27:follow"] == ("FailedPrecondition", Reason.BLOCKED)
     assert steps["33:is_following"] is False
     assert steps["34:follow"] == ("InvalidArgument", Reason.SELF_FOLLOW)
+    assert [(r["target_id"], r["muting"], r["muting_notifications"]) for r in steps["37:get_relationships"]] == [
+        (2, True, True),
+        (3, True, False),
+        (4, False, False),
+    ]
+    assert steps["38:list_mutes"] == ("page", [{"user_id": 3, "notifications": False}], True)
+    assert steps["39:iter_mutes"] == [{"user_id": 3, "notifications": False}, {"user_id": 2, "notifications": True}]
+    assert steps["41:mute"] == ("InvalidArgument", Reason.INVALID_DURATION)
+    assert steps["42:list_mutes"] == ("page", [{"user_id": 2, "notifications": True}], False)
 
 
 async def test_pages_are_handed_between_clients_by_token(server: ServerRuntime) -> None:

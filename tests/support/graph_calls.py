@@ -30,7 +30,16 @@ Stub = pb_grpc.SocialGraphServiceStub
 Pair = tuple[int, int]  # (follower_id, followee_id)
 Entry = tuple[int, int]  # (user_id, followed_at in microseconds)
 DOMAIN = "socialgraph.v1"
-FLAGS = ("following", "followed_by", "requested", "requested_by", "blocking", "blocked_by")  # a Relationship's
+FLAGS = (  # a Relationship's
+    "following",
+    "followed_by",
+    "requested",
+    "requested_by",
+    "blocking",
+    "blocked_by",
+    "muting",
+    "muting_notifications",
+)
 KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl):(\d+)|(fl|fg|cnt|ep|pe|pv|sg))(:fill:.*|:gone)?$")
 
 
@@ -432,11 +441,13 @@ async def requests_of(stub: Stub, user: int, page_size: int = 0) -> list[int]:
 
 @dataclass
 class Model:
-    """What the graph must be: edges (follower, followee), requests (requester, asked), blocks (blocker, blocked)."""
+    """What the graph must be: edges (follower, followee), requests (requester, asked), blocks (blocker,
+    blocked), mutes in force (muter, muted) -> whether notifications are muted too."""
 
     edges: set[Pair] = field(default_factory=set)
     requests: set[Pair] = field(default_factory=set)
     blocks: set[Pair] = field(default_factory=set)
+    mutes: dict[Pair, bool] = field(default_factory=dict)
 
     def relationship(self, actor: int, target: int) -> Flags:
         if actor == target:
@@ -448,5 +459,7 @@ class Model:
             "requested_by": (target, actor) in self.requests,
             "blocking": (actor, target) in self.blocks,
             "blocked_by": (target, actor) in self.blocks,
+            "muting": (actor, target) in self.mutes,
+            "muting_notifications": self.mutes.get((actor, target), False),
         }
         return frozenset(name for name, on in found.items() if on)

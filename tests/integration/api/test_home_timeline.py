@@ -322,15 +322,15 @@ async def test_without_redis_the_timeline_service_is_not_serving_and_calls_are_u
 # -- 4. graph changes reach the read path --------------------------------------------------------
 
 
-async def test_unfollow_block_and_remove_follower_hide_the_author_at_once_and_a_refollow_shows_them(
+async def test_unfollow_block_remove_follower_and_mute_hide_the_author_at_once_and_a_refollow_shows_them(
     settings: Settings, server: ServerRuntime, stub: Stub
 ) -> None:
     """No worker runs, so the pushed entries stay in Redis; still, as soon as Unfollow, Block (either
-    way) or RemoveFollower returns, GetHomeTimeline drops the author's tweets; re-following brings
-    them back."""
+    way), RemoveFollower or Mute returns, GetHomeTimeline drops the author's tweets; re-following
+    (or Unmute) brings them back."""
     hidden, kept = 10, 20
-    unfollower, blocked_by_author, blocking_author, removed = 1, 2, 3, 4
-    users = [unfollower, blocked_by_author, blocking_author, removed]
+    unfollower, blocked_by_author, blocking_author, removed, muter = 1, 2, 3, 4, 5
+    users = [unfollower, blocked_by_author, blocking_author, removed, muter]
     for user in users:
         await follow(stub, user, hidden)
         await follow(stub, user, kept)
@@ -353,6 +353,7 @@ async def test_unfollow_block_and_remove_follower_hide_the_author_at_once_and_a_
             blocked_by_author: block(stub, hidden, blocked_by_author),
             blocking_author: block(stub, blocking_author, hidden),
             removed: remove_follower(stub, hidden, removed),
+            muter: stub.Mute(pb.MuteRequest(muter_id=muter, muted_id=hidden)),
         }
         for user, call in cut.items():
             await call
@@ -365,6 +366,7 @@ async def test_unfollow_block_and_remove_follower_hide_the_author_at_once_and_a_
             blocked_by_author: unblock(stub, hidden, blocked_by_author),
             blocking_author: unblock(stub, blocking_author, hidden),
             removed: follow(stub, removed, hidden),
+            muter: stub.Unmute(pb.UnmuteRequest(muter_id=muter, muted_id=hidden)),
         }
         for user, call in restore.items():
             await call

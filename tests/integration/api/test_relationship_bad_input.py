@@ -1,5 +1,5 @@
 """Bad input to the relationship RPCs is refused with the right status and ``google.rpc.ErrorInfo``,
-and never changes the graph: no edge, no request, no block, no privacy change.
+and never changes the graph: no edge, no request, no block, no mute, no privacy change.
 
 One small graph is built once for the module (the refused calls must leave it exactly as it was);
 after every test, every item of its tables is compared with those stored when it was built
@@ -21,6 +21,7 @@ import grpc
 import pytest
 import pytest_asyncio
 import redis
+from google.protobuf import duration_pb2
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph_devstack.processes import ManagedProcess
 
@@ -43,7 +44,8 @@ EDGES = {(1, 3), (1, 4), (6, 3), (6, 5), (3, 2), (4, 2), (5, 2), (2, 3), (2, 4),
 PRIVATE = {7, 8}
 REQUESTS = {(1, 7), (2, 7), (3, 8), (4, 8)}
 BLOCKS = {(9, 10), (10, 1), (8, 5)}  # 8 is private: a follow by 5 would be a request
-MODEL = Model(edges=EDGES, requests=REQUESTS, blocks=BLOCKS)
+MUTES = {(1, 3): True, (1, 4): False, (9, 2): False, (9, 3): True}  # (muter, muted) -> notifications too
+MODEL = Model(edges=EDGES, requests=REQUESTS, blocks=BLOCKS, mutes=MUTES)
 
 
 # -- the graph ------------------------------------------------------------------------------------
@@ -61,6 +63,8 @@ class Tokens:
     mutual_3: str  # ListMutualFollows(3)
     requests_7: str  # ListFollowRequests(7)
     requests_8: str  # ListFollowRequests(8)
+    mutes_1: str  # ListMutes(1)
+    mutes_9: str  # ListMutes(9)
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,8 @@ async def build(stub: Stub) -> Tokens:
         ).state == pb.FOLLOW_STATE_REQUESTED
     for blocker, blocked in sorted(BLOCKS):
         await stub.Block(pb.BlockRequest(blocker_id=blocker, blocked_id=blocked))
+    for (muter, muted), notifications in sorted(MUTES.items()):
+        await stub.Mute(pb.MuteRequest(muter_id=muter, muted_id=muted, notifications=notifications))
     return Tokens(
         followers_2=await first_token(stub.ListFollowers(pb.ListFollowersRequest(user_id=2, page_size=1))),
         following_1=await first_token(stub.ListFollowing(pb.ListFollowingRequest(user_id=1, page_size=1))),
@@ -146,6 +152,8 @@ async def build(stub: Stub) -> Tokens:
         mutual_3=await first_token(stub.ListMutualFollows(pb.ListMutualFollowsRequest(user_id=3, page_size=1))),
         requests_7=await first_token(stub.ListFollowRequests(pb.ListFollowRequestsRequest(user_id=7, page_size=1))),
         requests_8=await first_token(stub.ListFollowRequests(pb.ListFollowRequestsRequest(user_id=8, page_size=1))),
+        mutes_1=await first_token(stub.ListMutes(pb.ListMutesRequest(user_id=1, page_size=1))),
+        mutes_9=await first_token(stub.ListMutes(pb.ListMutesRequest(user_id=9, page_size=1))),
     )
 
 
@@ -251,6 +259,13 @@ ZERO_ID_CALLS: list[tuple[str, Call, str]] = [
         "follower_id",
     ),
     ("RemoveFollower both 0", lambda s: s.RemoveFollower(pb.RemoveFollowerRequest()), "user_id"),
+    ("Mute muter 0", lambda s: s.Mute(pb.MuteRequest(muter_id=0, muted_id=3)), "muter_id"),
+    ("Mute muted 0", lambda s: s.Mute(pb.MuteRequest(muter_id=1, muted_id=0)), "muted_id"),
+    ("Mute both 0", lambda s: s.Mute(pb.MuteRequest()), "muter_id"),
+    ("Unmute muter 0", lambda s: s.Unmute(pb.UnmuteRequest(muter_id=0, muted_id=3)), "muter_id"),
+    ("Unmute muted 0", lambda s: s.Unmute(pb.UnmuteRequest(muter_id=1, muted_id=0)), "muted_id"),
+    ("Unmute both 0", lambda s: s.Unmute(pb.UnmuteRequest()), "muter_id"),
+    ("ListMutes 0", lambda s: s.ListMutes(pb.ListMutesRequest(user_id=0)), "user_id"),
 ]
 
 
@@ -277,13 +292,15 @@ SELF_CALLS: list[tuple[str, Callable[[Stub, int], Awaitable[Any]]]] = [
     ("Block", lambda s, u: s.Block(pb.BlockRequest(blocker_id=u, blocked_id=u))),
     ("Unblock", lambda s, u: s.Unblock(pb.UnblockRequest(blocker_id=u, blocked_id=u))),
     ("RemoveFollower", lambda s, u: s.RemoveFollower(pb.RemoveFollowerRequest(user_id=u, follower_id=u))),
+    ("Mute", lambda s, u: s.Mute(pb.MuteRequest(muter_id=u, muted_id=u, notifications=True))),
+    ("Unmute", lambda s, u: s.Unmute(pb.UnmuteRequest(muter_id=u, muted_id=u))),
 ]
 
 
 @pytest.mark.parametrize("user", [1, 7, 9, MAX_ID], ids=["public", "private", "blocker", "max-id"])
 @pytest.mark.parametrize("call", [c for _, c in SELF_CALLS], ids=[n for n, _ in SELF_CALLS])
 async def test_self_pair_is_self_relation(graph: World, call: Callable[[Stub, int], Awaitable[Any]], user: int) -> None:
-    """Accept, Reject, Block, Unblock and RemoveFollower of an account with itself are SELF_RELATION."""
+    """Accept, Reject, Block, Unblock, RemoveFollower, Mute and Unmute of an account with itself are SELF_RELATION."""
     info = await rejected(call(graph.stub, user), INVALID, "SELF_RELATION")
     assert info.metadata["user_id"] == str(user)
     assert await relationships(graph.stub, user, [user]) == [(user, frozenset())]
@@ -341,6 +358,7 @@ LIST_CALLS: list[tuple[str, Callable[[Stub, int, str], Awaitable[Any]]]] = [
         "ListFollowRequests",
         lambda s, n, t: s.ListFollowRequests(pb.ListFollowRequestsRequest(user_id=7, page_size=n, page_token=t)),
     ),
+    ("ListMutes", lambda s, n, t: s.ListMutes(pb.ListMutesRequest(user_id=1, page_size=n, page_token=t))),
 ]
 
 
@@ -421,6 +439,11 @@ LIST_RPCS = {
         lambda s, t: s.ListFollowRequests(pb.ListFollowRequestsRequest(user_id=7, page_size=1, page_token=t)),
         lambda k: k.requests_7,
         lambda k: k.requests_8,
+    ),
+    "ListMutes": ListRpc(
+        lambda s, t: s.ListMutes(pb.ListMutesRequest(user_id=1, page_size=1, page_token=t)),
+        lambda k: k.mutes_1,
+        lambda k: k.mutes_9,
     ),
 }
 
@@ -525,6 +548,10 @@ def _requests(user: int) -> Callable[[Stub, str], Awaitable[Any]]:
     return lambda s, t: s.ListFollowRequests(pb.ListFollowRequestsRequest(user_id=user, page_token=t))
 
 
+def _mutes(user: int) -> Callable[[Stub, str], Awaitable[Any]]:
+    return lambda s, t: s.ListMutes(pb.ListMutesRequest(user_id=user, page_token=t))
+
+
 def _followers(user: int) -> Callable[[Stub, str], Awaitable[Any]]:
     return lambda s, t: s.ListFollowers(pb.ListFollowersRequest(user_id=user, page_token=t))
 
@@ -562,6 +589,13 @@ FOREIGN_TOKENS: list[tuple[str, Callable[[Stub, str], Awaitable[Any]], Callable[
     ("known token on ListFollowing", _following(1), lambda k: k.known_1_2),
     ("mutual token on ListFollowing", _following(2), lambda k: k.mutual_2),
     ("requests token on ListFollowing", _following(8), lambda k: k.requests_8),
+    ("ListFollowers token on ListMutes", _mutes(2), lambda k: k.followers_2),
+    ("ListFollowing token on ListMutes", _mutes(1), lambda k: k.following_1),
+    ("requests token on ListMutes", _mutes(7), lambda k: k.requests_7),
+    ("mutes token of another user", _mutes(1), lambda k: k.mutes_9),
+    ("mutes token used for another user", _mutes(9), lambda k: k.mutes_1),
+    ("mutes token on ListFollowers", _followers(1), lambda k: k.mutes_1),
+    ("mutes token on ListFollowRequests", _requests(9), lambda k: k.mutes_9),
 ]
 
 
@@ -593,6 +627,11 @@ async def test_real_tokens_continue_their_own_lists(graph: World) -> None:
     assert [r.user_id for r in requests.requests] == [3]
     clamped = await stub.ListFollowRequests(pb.ListFollowRequestsRequest(user_id=7, page_size=2**31 - 1))
     assert [r.user_id for r in clamped.requests] == [2, 1]
+    mutes = await _mutes(1)(stub, tokens.mutes_1)
+    assert [(m.user_id, m.notifications) for m in mutes.mutes] == [(3, True)]
+    assert mutes.next_page_token == ""
+    mutes = await _mutes(9)(stub, tokens.mutes_9)
+    assert [(m.user_id, m.notifications) for m in mutes.mutes] == [(2, False)]
 
 
 # -- requests that do not exist, and calls that are no-ops ----------------------------------------------
@@ -629,6 +668,9 @@ NO_OPS: list[tuple[str, Call]] = [
     ("Unfollow never followed", lambda s: s.Unfollow(pb.UnfollowRequest(follower_id=5, followee_id=7))),
     ("SetPrivacy private again", lambda s: s.SetPrivacy(pb.SetPrivacyRequest(user_id=7, private=True))),
     ("SetPrivacy public again", lambda s: s.SetPrivacy(pb.SetPrivacyRequest(user_id=2, private=False))),
+    ("Mute again as it is", lambda s: s.Mute(pb.MuteRequest(muter_id=1, muted_id=3, notifications=True))),
+    ("Unmute never muted", lambda s: s.Unmute(pb.UnmuteRequest(muter_id=1, muted_id=5))),
+    ("Unmute by the muted side", lambda s: s.Unmute(pb.UnmuteRequest(muter_id=3, muted_id=1))),
 ]
 
 
@@ -648,3 +690,29 @@ async def test_blocked_follow_changes_nothing(graph: World) -> None:
             grpc.StatusCode.FAILED_PRECONDITION,
             "BLOCKED",
         )
+
+
+# -- mute durations -------------------------------------------------------------------------------------
+
+YEAR_S = 366 * 86_400
+BAD_DURATIONS = [
+    ("negative", duration_pb2.Duration(seconds=-1)),
+    ("negative nanos", duration_pb2.Duration(nanos=-1)),
+    ("over 100 years", duration_pb2.Duration(seconds=100 * YEAR_S, nanos=1)),
+    ("absurd", duration_pb2.Duration(seconds=2**62)),
+    ("most negative", duration_pb2.Duration(seconds=-(2**63))),
+    ("seconds and nanos disagree", duration_pb2.Duration(seconds=1, nanos=-1)),
+    ("nanos past a second", duration_pb2.Duration(nanos=1_000_000_000)),
+]
+
+
+@pytest.mark.parametrize("duration", [d for _, d in BAD_DURATIONS], ids=[n for n, _ in BAD_DURATIONS])
+async def test_a_bad_mute_duration_is_invalid_duration(graph: World, duration: duration_pb2.Duration) -> None:
+    """A negative, malformed or over-100-years duration is INVALID_ARGUMENT / INVALID_DURATION naming the field,
+    also for a pair already muted (whose mute stays as it was)."""
+    for muted in (5, 3):
+        request = pb.MuteRequest(muter_id=1, muted_id=muted, duration=duration)
+        info = await rejected(graph.stub.Mute(request), INVALID, "INVALID_DURATION")
+        assert info.metadata["field"] == "duration"
+    assert await relationships(graph.stub, 1, [3, 5]) == [(3, MODEL.relationship(1, 3)), (5, MODEL.relationship(1, 5))]
+    assert {"muting", "muting_notifications"} <= MODEL.relationship(1, 3)

@@ -6,12 +6,13 @@ pairs collide often). The servers (gRPC service with Redis caching on, the count
 on one event loop the test owns; each hypothesis example works on a fresh range of user IDs, so examples never
 see each other's data and no table reset is needed.
 
-The model is four sets (edges, pending requests, blocks, private accounts) implementing the documented policies.
+The model is five sets (edges, pending requests, blocks, mutes, private accounts) implementing the documented
+policies (mutes without a duration: their end is tested in tests/integration/api/test_mutes.py).
 After every step each read RPC is compared with it for every user / pair; at the end of each example GetCounts
 must converge (the counters consumer runs) to the model's edge counts.
 
 SuggestFollows is served from a per-user cache (``suggest_cache_ttl_seconds``) that every write involving the user
-drops, but writes among the user's followees do not (graph_service/api/suggestions.py). So besides the exclusion rules
+drops, but writes among the user's followees do not (graph_service/rules/suggestions.py). So besides the exclusion rules
 (never self, followed, requested or blocked either way), which must always hold, an answer must be the model's fresh
 ranking (mutual_count = how many of the user's followees follow the account, score, order) or exactly the previous
 answer when no write involving the user came between (see ``SUGGESTIONS_MAY_BE_CACHED``).
@@ -103,6 +104,7 @@ class Model:
     edges: dict[Pair, int] = field(default_factory=dict)  # (follower, followee) -> step it was made
     requests: dict[Pair, int] = field(default_factory=dict)  # (requester, asked account) -> step it was made
     blocks: set[Pair] = field(default_factory=set)  # (blocker, blocked)
+    mutes: dict[Pair, bool] = field(default_factory=dict)  # (muter, muted) -> notifications muted too
     private: set[int] = field(default_factory=set)
     step: int = 0
 
@@ -172,6 +174,22 @@ class Model:
         self.requests.pop((r, u), None)
         return OK
 
+    def mute(self, a: int, b: int, notifications: bool = False) -> Outcome:
+        """A mute changes no follow, request or block; a repeat replaces the flag."""
+        if a == b:
+            return SELF_RELATION
+        self.mutes[(a, b)] = notifications
+        return OK
+
+    def mute_notifications(self, a: int, b: int) -> Outcome:
+        return self.mute(a, b, notifications=True)
+
+    def unmute(self, a: int, b: int) -> Outcome:
+        if a == b:
+            return SELF_RELATION
+        self.mutes.pop((a, b), None)
+        return OK
+
     def remove_follower(self, u: int, f: int) -> Outcome:
         if u == f:
             return SELF_RELATION
@@ -189,7 +207,7 @@ class Model:
 
     def relationship(self, actor: int, target: int) -> tuple[bool, ...]:
         if actor == target:
-            return (False,) * 6
+            return (False,) * 8
         return (
             (actor, target) in self.edges,
             (target, actor) in self.edges,
@@ -197,6 +215,8 @@ class Model:
             (target, actor) in self.requests,
             (actor, target) in self.blocks,
             (target, actor) in self.blocks,
+            (actor, target) in self.mutes,
+            self.mutes.get((actor, target), False),
         )
 
     def suggestions(self, u: int) -> Suggested:
@@ -227,6 +247,9 @@ STEP_KINDS = [
     "AcceptFollowRequest",
     "RejectFollowRequest",
     "RemoveFollower",
+    "Mute",
+    "MuteNotifications",
+    "Unmute",
     "SelfPair",
 ]
 
@@ -248,6 +271,12 @@ PAIR_WRITES: dict[str, tuple[Callable[[Model, int, int], Outcome], Callable[[Stu
         Model.remove_follower,
         lambda s, u, f: s.RemoveFollower(pb.RemoveFollowerRequest(user_id=u, follower_id=f)),
     ),
+    "Mute": (Model.mute, lambda s, a, b: s.Mute(pb.MuteRequest(muter_id=a, muted_id=b))),
+    "MuteNotifications": (
+        Model.mute_notifications,
+        lambda s, a, b: s.Mute(pb.MuteRequest(muter_id=a, muted_id=b, notifications=True)),
+    ),
+    "Unmute": (Model.unmute, lambda s, a, b: s.Unmute(pb.UnmuteRequest(muter_id=a, muted_id=b))),
 }
 
 
@@ -403,6 +432,8 @@ class RelationshipMachine(RuleBasedStateMachine):
             return [edges, requests]
         if op == "Unblock":
             return [set(blocks)]
+        if op in ("Mute", "MuteNotifications", "Unmute"):  # repeats and unmutes act on a mute
+            return [set(self.model.mutes)]
         if op == "RejectFollowRequest":
             return [flipped(requests)]
         # AcceptFollowRequest (a pending request, or an accepted one: OK) and RemoveFollower (user, follower)
@@ -558,7 +589,16 @@ class RelationshipMachine(RuleBasedStateMachine):
         return [
             (
                 self.local(r.target_id),
-                (r.following, r.followed_by, r.requested, r.requested_by, r.blocking, r.blocked_by),
+                (
+                    r.following,
+                    r.followed_by,
+                    r.requested,
+                    r.requested_by,
+                    r.blocking,
+                    r.blocked_by,
+                    r.muting,
+                    r.muting_notifications,
+                ),
             )
             for r in reply.relationships
         ]

@@ -1,8 +1,10 @@
-"""The graph in memory: ``GraphWrites``, ``GraphReads``, ``RelationshipReads`` and ``FollowerSource``
-with the behaviour of ``DynamoGraphStore``, for unit tests only.
+"""The graph in memory: ``GraphWrites``, ``GraphReads``, ``RelationshipReads``, ``FollowerSource``,
+``MuteWrites`` and ``MuteReads`` with the behaviour of ``DynamoGraphStore``, for unit tests only.
 
-The same contract tests (``tests/support/contracts/graph.py``) run against this fake, against
-DynamoDB Local and against the Redis-cached wrappers, so it cannot drift from the real thing.
+The same contract tests (``tests/support/contracts/graph.py``, ``mutes.py``) run against this fake,
+against DynamoDB Local and (the graph's) against the Redis-cached wrappers, so it cannot drift from
+the real thing. A mute that has ended stays stored, as it does until DynamoDB's TTL reclaims it
+(``reclaim_ended`` is that TTL).
 Counts are what the counters consumer would have written: zeros until a test sets them
 (``set_counts``) or settles them to the true edge counts (``settle_counts``), so a lagging
 counter is as easy to make as an exact one.
@@ -11,6 +13,7 @@ counter is as easy to make as an exact one.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 from graph_service.domain.models import (
     AcceptOutcome,
@@ -20,6 +23,8 @@ from graph_service.domain.models import (
     Edge,
     EdgePage,
     Made,
+    Mute,
+    MutePage,
     PairState,
     Relationship,
 )
@@ -38,6 +43,8 @@ class FakeGraph:
         """(requester, asked) -> when the request was made."""
         self.blocks: dict[Pair, int] = {}
         """(blocker, blocked) -> when the block was made."""
+        self.mutes: dict[Pair, Mute] = {}
+        """(muter, muted) -> the stored mute (also one that has ended and is not reclaimed yet)."""
         self.private: dict[int, bool] = {}
         self.counts: dict[int, Counts] = {}
         self.before_write: Hook | None = None
@@ -58,6 +65,10 @@ class FakeGraph:
             followers = sum(1 for _, b in self.edges if b == user)
             following = sum(1 for a, _ in self.edges if a == user)
             self.counts[user] = Counts(followers, following, self.counts.get(user, Counts()).version + 1)
+
+    def reclaim_ended(self, now_us: int) -> None:
+        """Delete the mutes that have ended by ``now_us``, as DynamoDB's TTL does some time after."""
+        self.mutes = {pair: mute for pair, mute in self.mutes.items() if mute.in_force(now_us)}
 
     async def _deciding(self, name: str) -> None:
         self.writes += 1
@@ -214,7 +225,16 @@ class FakeGraph:
     async def relationships(self, actor_id: int, target_ids: Sequence[int]) -> dict[int, Relationship]:
         found: dict[int, Relationship] = {}
         for target in dict.fromkeys(target_ids):
-            found[target] = Relationship() if target == actor_id else (await self.pair(actor_id, target)).relationship()
+            if target == actor_id:
+                found[target] = Relationship()
+                continue
+            relationship = (await self.pair(actor_id, target)).relationship()
+            mute = self.mutes.get((actor_id, target))
+            if mute is not None:
+                relationship = replace(
+                    relationship, mute_expires_us=mute.expires_us, muting_notifications=mute.notifications
+                )
+            found[target] = relationship
         return found
 
     # -- FollowerSource -------------------------------------------------------------------
@@ -224,3 +244,37 @@ class FakeGraph:
 
     async def list_followers(self, user_id: int, limit: int, after: Cursor | None) -> EdgePage:
         return await self.list_edges(Direction.FOLLOWERS, user_id, limit, after)
+
+    # -- MuteWrites -----------------------------------------------------------------------
+
+    async def mute_of(self, muter_id: int, muted_id: int) -> Mute | None:
+        return self.mutes.get((muter_id, muted_id))
+
+    async def put_mute(self, muter_id: int, mute: Mute, *, replacing: Mute | None) -> bool:
+        await self._deciding("put_mute")
+        pair = (muter_id, mute.user_id)
+        if self.mutes.get(pair) != replacing:
+            return False
+        self.mutes[pair] = mute
+        return True
+
+    async def remove_mute(self, muter_id: int, mute: Mute) -> bool:
+        await self._deciding("remove_mute")
+        pair = (muter_id, mute.user_id)
+        stored = self.mutes.get(pair)
+        if stored is None or (stored.at_us, stored.expires_us) != (mute.at_us, mute.expires_us):
+            return False  # the store's condition: the ``at`` and ``exp`` read (not ``ntf``)
+        del self.mutes[pair]
+        return True
+
+    # -- MuteReads ------------------------------------------------------------------------
+
+    async def list_mutes(self, user_id: int, limit: int, after: Cursor | None, *, now_us: int) -> MutePage:
+        entries = sorted(
+            (m for (muter, _), m in self.mutes.items() if muter == user_id and m.in_force(now_us)),
+            key=lambda m: m.position,
+            reverse=True,
+        )
+        if after is not None:
+            entries = [m for m in entries if m.position < after.position]
+        return MutePage(entries=entries[:limit], has_more=len(entries) > limit)

@@ -29,7 +29,7 @@ from socialgraph_client import (
 from socialgraph_client.errors import error_from_rpc
 
 from graph_service.api.error_mapping import to_grpc_status
-from graph_service.domain.errors import Blocked, RateLimited
+from graph_service.domain.errors import Blocked, InvalidDuration, RateLimited
 
 
 class Failed(grpc.RpcError):
@@ -92,6 +92,16 @@ def test_reason_and_metadata_come_from_the_servers_error_info() -> None:
     assert error.metadata
     assert error.retry_after is None
     assert "FAILED_PRECONDITION BLOCKED" in str(error)
+
+
+def test_a_refused_mute_duration_is_an_invalid_argument_with_its_reason() -> None:
+    """The server's own mapping of ``InvalidDuration`` read back by the client."""
+    status = to_grpc_status(InvalidDuration("duration", "must not be negative"))
+    error = error_from_rpc(Failed(grpc.StatusCode.INVALID_ARGUMENT, status.details, status.trailing_metadata), "r")
+    assert isinstance(error, InvalidArgument)
+    assert error.reason == Reason.INVALID_DURATION
+    assert error.metadata == {"field": "duration"}
+    assert "INVALID_ARGUMENT INVALID_DURATION" in str(error)
 
 
 def test_retry_after_comes_from_retry_info() -> None:

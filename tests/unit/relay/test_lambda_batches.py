@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
+from graph_service.domain.models import Mute
 from graph_service.entrypoints.relay_lambda import relay_batches
 from graph_service.settings import Settings
 from relay.lambda_batches import UnknownSource, table_of
+from tests.support.mute_records import mute_record
 
 EVENT_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "followers_stream_event.json"
 SETTINGS = Settings(table_prefix="p_", tweets_topic="tweets", graph_events_topic="graph")
@@ -107,3 +110,33 @@ async def test_a_record_that_makes_no_event_is_skipped_and_logged() -> None:
     broken = tweet_record(14, 4)
     del broken["dynamodb"]["NewImage"]["author_id"]
     assert await batches.produce({"Records": [broken, tweet_record(15, 5)]}) == {"records": 2, "produced": 1}
+
+
+async def test_mute_records_and_their_ttl_deletions_pass_without_an_event_or_an_error() -> None:
+    """A followers batch holding mutes, a replace, an unmute and TTL deletions of ended mutes: the
+    follows are produced as without them, and nothing is logged as skipped (they are no errors)."""
+    mute = Mute(1001, 1_700_000_000_000_000, 1_700_000_060_000_000, False)
+    mutes = [
+        mute_record(event, 2001, mute, order=order, ttl=ttl, sequence=str(900 + i))
+        for i, (event, order, ttl) in enumerate(
+            [
+                ("INSERT", False, False),
+                ("INSERT", True, False),
+                ("MODIFY", False, False),
+                ("REMOVE", False, True),
+                ("REMOVE", True, True),
+            ]
+        )
+    ]
+    for record in mutes:
+        record["eventSourceARN"] = stream_arn("p_followers")
+    plain = FakeProducer()
+    assert (await relay_batches(plain, SETTINGS).produce({"Records": follower_records()}))["produced"] == 6
+    producer = FakeProducer()
+    with capture_logs() as logs:
+        done = await relay_batches(producer, SETTINGS).produce(
+            {"Records": [*mutes[:3], *follower_records(), *mutes[3:]]}
+        )
+    assert done == {"records": len(follower_records()) + 5, "produced": 6}
+    assert producer.sent == plain.sent
+    assert not [line for line in logs if line["event"] == "relay_record_skipped"]

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from graph_service.domain.models import Mute
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
 from graph_service.events.kinds import KINDS, Follow, TweetPosted, decode, encode
 from graph_service.events.records import OutgoingRecord
 from relay.sources import SOURCES, graph_events, tweet_events
+from tests.support.mute_records import mute_record
 
 AT_US = 1_700_000_000_123_456
 
@@ -129,6 +131,15 @@ def test_items_that_are_not_edges_are_no_events(event: str, sort_key: str) -> No
             if image in record["dynamodb"]:
                 record["dynamodb"][image] = {**record["dynamodb"]["Keys"], "private": {"BOOL": True}}
     assert graph_events(record) == []
+
+
+@pytest.mark.parametrize("event", ["INSERT", "MODIFY", "REMOVE", "TTL"])
+@pytest.mark.parametrize("order", [False, True], ids=["mute", "mute-order"])
+def test_mute_items_and_their_ttl_deletions_are_no_events(event: str, order: bool) -> None:
+    """A mute, a replace, an unmute or DynamoDB's TTL reclaiming an ended mute: no FollowEvent."""
+    name, ttl = ("REMOVE", True) if event == "TTL" else (event, False)
+    mute = Mute(1, AT_US, AT_US + 60_000_000, True)
+    assert graph_events(mute_record(name, 2, mute, order=order, ttl=ttl)) == []
 
 
 def test_a_tweets_record_is_not_a_graph_event() -> None:

@@ -34,7 +34,14 @@ class Limited:
         limits = rule_limits(settings)
         suggester = Suggester(self.graph, self.graph, self.graph, None, limits)
         self.service = graph_rules(
-            self.graph, RecordingChanges(), self.graph, self.graph, suggester, limits, budget=self.budget
+            self.graph,
+            RecordingChanges(),
+            self.graph,
+            self.graph,
+            suggester,
+            limits,
+            budget=self.budget,
+            mutes=self.graph,
         )
 
     def spent(self, actor: int) -> int:

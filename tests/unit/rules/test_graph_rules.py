@@ -43,7 +43,9 @@ def make_service(
     limits = rule_limits(settings)
     suggester = Suggester(graph, graph, graph, None, limits)
     budget = FakeFollowBudget(clock or ManualClock())
-    return graph_rules(graph, changes or RecordingChanges(), graph, graph, suggester, limits, budget=budget)
+    return graph_rules(
+        graph, changes or RecordingChanges(), graph, graph, suggester, limits, budget=budget, mutes=graph
+    )
 
 
 @pytest.fixture

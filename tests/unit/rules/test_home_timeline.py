@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from graph_service.domain.errors import InvalidPageSize, InvalidPageToken, InvalidUserId, TimelineUnavailable
-from graph_service.domain.models import Edge
+from graph_service.domain.models import Edge, Mute
 from graph_service.entrypoints.rule_limits import rule_limits
 from graph_service.rules.home_timeline import MIN_WINDOW, HomeTimeline
 from graph_service.rules.page_tokens import PageTokenCodec
@@ -182,3 +182,26 @@ async def test_the_celebrity_registry_is_read_once_per_refresh_interval() -> Non
     for _ in range(3):
         await world.service.home_timeline(USER, 0, "")
     assert reads == 1
+
+
+async def test_a_muted_author_is_hidden_at_once_and_shown_again_on_unmute(world: World) -> None:
+    """Pushed entries and a followed celebrity's pulled tweets alike; a mute that has ended hides nothing."""
+    world.graph.edges[(USER, 2)] = 1
+    world.graph.edges[(USER, 3)] = 1
+    world.graph.edges[(USER, 4)] = 1
+    kept, muted = await world.post(2, 2), await world.post(3, 2)
+    await world.timelines.mark_celebrity(4, 50_000)
+    pulled = await world.post(4, 2, pushed_to=())
+    everything = sorted(kept + muted + pulled, reverse=True)
+    assert (await world.service.home_timeline(USER, 0, "")).tweet_ids == everything
+    await world.graph.put_mute(USER, Mute(3, 1, 0, False), replacing=None)
+    await world.graph.put_mute(USER, Mute(4, 1, 0, True), replacing=None)
+    assert (await world.service.home_timeline(USER, 0, "")).tweet_ids == kept[::-1]
+    stored = await world.graph.mute_of(USER, 3)
+    assert stored is not None
+    await world.graph.remove_mute(USER, stored)
+    assert (await world.service.home_timeline(USER, 0, "")).tweet_ids == sorted(kept + muted, reverse=True)
+    ended = await world.graph.mute_of(USER, 4)
+    assert ended is not None
+    await world.graph.put_mute(USER, Mute(4, 1, 2, True), replacing=ended)  # ended at 2 µs after the epoch
+    assert (await world.service.home_timeline(USER, 0, "")).tweet_ids == everything

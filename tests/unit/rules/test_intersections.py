@@ -57,7 +57,7 @@ class CountingReads:
 def make_service(graph: FakeGraph, reads: CountingReads, settings: Settings) -> GraphRules:
     limits = rule_limits(settings)
     suggester = Suggester(reads, reads, graph, None, limits)
-    return graph_rules(graph, NoGraphCache(), reads, graph, suggester, limits, budget=Unlimited())
+    return graph_rules(graph, NoGraphCache(), reads, graph, suggester, limits, budget=Unlimited(), mutes=graph)
 
 
 async def test_candidate_load_gives_up_past_the_limit_when_counts_lag() -> None:

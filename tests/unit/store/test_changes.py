@@ -1,4 +1,5 @@
-"""Stream records of the followers table become edge changes, and name the pairs whose other items changed."""
+"""Stream records of the followers table become edge changes, and name the pairs whose other items (requests,
+blocks, mutes, privacy) changed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from graph_service.domain.models import Mute
 from graph_service.store.changes import EdgeChange, edge_change, edge_changes, touched_pairs
+from tests.support.mute_records import mute_record
 
 
 def _image(pk: int, sk: str, other: int, at: int) -> dict[str, Any]:
@@ -145,3 +148,21 @@ def test_request_block_and_settings_records_touch_their_pairs_and_never_count() 
 
 def test_edge_records_touch_no_pair() -> None:
     assert touched_pairs([record("INSERT", 2, 1), record("REMOVE", 2, 1, ordering_item=True)]) == []
+
+
+@pytest.mark.parametrize("event", ["INSERT", "MODIFY", "REMOVE", "TTL"])
+def test_mute_records_touch_the_muters_pair_and_never_count(event: str) -> None:
+    """An ``M#`` change (a mute, a replace, an unmute, a TTL deletion) names the pair (muted, muter),
+    as a block does; its ``MT#`` order item adds nothing; neither is an edge change."""
+    mute = Mute(4, 1_700_000_000_000_000, 1_700_000_060_000_000, True)
+    name, ttl = ("REMOVE", True) if event == "TTL" else (event, False)
+    records = [mute_record(name, 9, mute, ttl=ttl), mute_record(name, 9, mute, order=True, ttl=ttl)]
+    assert touched_pairs(records) == [(4, 9)]
+    assert edge_changes(records) == []
+    assert [edge_change(r) for r in records] == [None, None]
+
+
+def test_every_pair_item_kind_names_its_pair_by_its_own_prefix() -> None:
+    big = 2**64 - 1
+    records = [_keys_only(7, f"M#{big:020d}"), _keys_only(8, f"B#{big:020d}"), _keys_only(9, f"R#{big:020d}")]
+    assert touched_pairs(records) == [(big, 7), (big, 8), (big, 9)]

@@ -1,7 +1,10 @@
-"""The outgoing count's update: the cap condition counts a missing ``n`` as 0, whatever the delta."""
+"""The outgoing count's update: the cap condition counts a missing ``n`` as 0, whatever the delta; a
+mute's items."""
 
 from __future__ import annotations
 
+from graph_service.domain.models import Mute
+from graph_service.store import items as it
 from graph_service.store.items import count_outgoing
 
 
@@ -39,3 +42,17 @@ def test_a_delta_past_the_cap_passes_no_count_not_even_a_missing_one() -> None:
 def test_no_cap_or_a_decrease_has_no_condition() -> None:
     assert count_outgoing("following", 7, 14) == update(None, 14)
     assert count_outgoing("following", 7, -2, cap=3) == update(None, -2)
+
+
+def test_a_mute_item_round_trips_and_carries_its_ttl_only_with_an_end() -> None:
+    """``expires_at`` is the end in epoch seconds rounded up: TTL never reclaims a mute still in force."""
+    ended_on_a_second = Mute(9, 5, 2_000_000, True)
+    just_after = Mute(9, 5, 2_000_001, False)
+    forever = Mute(9, 5, 0, False)
+    key = it.key(it.MUTE, 7, 9)
+    assert it.mute_item(key, ended_on_a_second)["expires_at"] == {"N": "2"}
+    assert it.mute_item(key, just_after)["expires_at"] == {"N": "3"}
+    assert "expires_at" not in it.mute_item(key, forever)
+    for mute in (ended_on_a_second, just_after, forever):
+        assert it.parse_mute(it.mute_item(key, mute)) == mute
+    assert it.order_key(it.MUTE_ORDER, 7, forever) == {"pk": {"N": "7"}, "sk": {"S": f"MT#{5:016d}#{9:020d}"}}

@@ -77,6 +77,9 @@ REJECT_FOLLOW_REQUEST = Rpc(
 BLOCK = Rpc(GRAPH, "Block", pb.BlockRequest, pb.BlockResponse, Kind.WRITE)
 UNBLOCK = Rpc(GRAPH, "Unblock", pb.UnblockRequest, pb.UnblockResponse, Kind.WRITE)
 REMOVE_FOLLOWER = Rpc(GRAPH, "RemoveFollower", pb.RemoveFollowerRequest, pb.RemoveFollowerResponse, Kind.WRITE)
+MUTE = Rpc(GRAPH, "Mute", pb.MuteRequest, pb.MuteResponse, Kind.WRITE)
+UNMUTE = Rpc(GRAPH, "Unmute", pb.UnmuteRequest, pb.UnmuteResponse, Kind.WRITE)
+LIST_MUTES = Rpc(GRAPH, "ListMutes", pb.ListMutesRequest, pb.ListMutesResponse, Kind.READ)
 GET_HOME_TIMELINE = Rpc(
     TIMELINES, "GetHomeTimeline", tpb.GetHomeTimelineRequest, tpb.GetHomeTimelineResponse, Kind.READ
 )
@@ -100,6 +103,9 @@ ALL: tuple[Rpc[Any, Any], ...] = (
     BLOCK,
     UNBLOCK,
     REMOVE_FOLLOWER,
+    MUTE,
+    UNMUTE,
+    LIST_MUTES,
     GET_HOME_TIMELINE,
 )
 """Every RPC the clients call; a test checks it against the protos' service descriptors."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Counts", "FollowEntry", "FollowState", "Page", "PendingRequest", "Relationship", "Suggestion"]
+__all__ = ["Counts", "FollowEntry", "FollowState", "MuteEntry", "Page", "PendingRequest", "Relationship", "Suggestion"]
 
 T = TypeVar("T")
 
@@ -64,10 +64,43 @@ class Relationship:
     requested_by: bool
     blocking: bool
     blocked_by: bool
+    muting: bool = False
+    """The actor mutes the target (a mute in force: an expired one is never reported)."""
+    muting_notifications: bool = False
+    """The actor's mute also asks notification services to drop the target's notifications."""
 
     @classmethod
     def of(cls, r: Any) -> Relationship:
-        return cls(r.target_id, r.following, r.followed_by, r.requested, r.requested_by, r.blocking, r.blocked_by)
+        return cls(
+            r.target_id,
+            r.following,
+            r.followed_by,
+            r.requested,
+            r.requested_by,
+            r.blocking,
+            r.blocked_by,
+            r.muting,
+            r.muting_notifications,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MuteEntry:
+    """One mute in force, from ``list_mutes``."""
+
+    user_id: int
+    """The muted account."""
+    muted_at: datetime
+    """When the mute was made (a repeat of a mute in force keeps it)."""
+    expires_at: datetime | None
+    """When it ends by itself; None: until ``unmute``."""
+    notifications: bool
+    """Notification services should also drop notifications from the account."""
+
+    @classmethod
+    def of(cls, entry: Any) -> MuteEntry:
+        expires_at = entry.expires_at.ToDatetime(tzinfo=UTC) if entry.HasField("expires_at") else None
+        return cls(entry.user_id, entry.muted_at.ToDatetime(tzinfo=UTC), expires_at, entry.notifications)
 
 
 @dataclass(frozen=True, slots=True)

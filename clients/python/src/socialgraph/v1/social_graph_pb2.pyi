@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -494,6 +495,8 @@ class Relationship(_message.Message):
     REQUESTED_BY_FIELD_NUMBER: _builtins.int
     BLOCKING_FIELD_NUMBER: _builtins.int
     BLOCKED_BY_FIELD_NUMBER: _builtins.int
+    MUTING_FIELD_NUMBER: _builtins.int
+    MUTING_NOTIFICATIONS_FIELD_NUMBER: _builtins.int
     target_id: _builtins.int
     """The target."""
     following: _builtins.bool
@@ -508,6 +511,12 @@ class Relationship(_message.Message):
     """The actor blocks the target."""
     blocked_by: _builtins.bool
     """The target blocks the actor."""
+    muting: _builtins.bool
+    """The actor mutes the target (a mute in force: not expired)."""
+    muting_notifications: _builtins.bool
+    """The actor's mute of the target also asks notification services to drop
+    notifications from it.
+    """
     def __init__(
         self,
         *,
@@ -518,10 +527,12 @@ class Relationship(_message.Message):
         requested_by: _builtins.bool = ...,
         blocking: _builtins.bool = ...,
         blocked_by: _builtins.bool = ...,
+        muting: _builtins.bool = ...,
+        muting_notifications: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocked_by", b"blocked_by", "blocking", b"blocking", "followed_by", b"followed_by", "following", b"following", "requested", b"requested", "requested_by", b"requested_by", "target_id", b"target_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocked_by", b"blocked_by", "blocking", b"blocking", "followed_by", b"followed_by", "following", b"following", "muting", b"muting", "muting_notifications", b"muting_notifications", "requested", b"requested", "requested_by", b"requested_by", "target_id", b"target_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1118,3 +1129,199 @@ class RemoveFollowerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RemoveFollowerResponse: _TypeAlias = RemoveFollowerResponse  # noqa: Y015
+
+@_typing.final
+class MuteRequest(_message.Message):
+    """Request for Mute."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MUTER_ID_FIELD_NUMBER: _builtins.int
+    MUTED_ID_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    NOTIFICATIONS_FIELD_NUMBER: _builtins.int
+    muter_id: _builtins.int
+    """Required, > 0."""
+    muted_id: _builtins.int
+    """Required, > 0, != muter_id."""
+    notifications: _builtins.bool
+    """Whether notification services should also drop notifications from
+    muted_id (recorded and returned; this service sends no notifications).
+    """
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration:
+        """How long the mute lasts; absent or 0: until Unmute. At most 100 years;
+        negative is invalid.
+        """
+
+    def __init__(
+        self,
+        *,
+        muter_id: _builtins.int = ...,
+        muted_id: _builtins.int = ...,
+        duration: _duration_pb2.Duration | None = ...,
+        notifications: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "muted_id", b"muted_id", "muter_id", b"muter_id", "notifications", b"notifications"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MuteRequest: _TypeAlias = MuteRequest  # noqa: Y015
+
+@_typing.final
+class MuteResponse(_message.Message):
+    """Response for Mute."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MuteResponse: _TypeAlias = MuteResponse  # noqa: Y015
+
+@_typing.final
+class UnmuteRequest(_message.Message):
+    """Request for Unmute."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MUTER_ID_FIELD_NUMBER: _builtins.int
+    MUTED_ID_FIELD_NUMBER: _builtins.int
+    muter_id: _builtins.int
+    """Required, > 0."""
+    muted_id: _builtins.int
+    """Required, > 0, != muter_id."""
+    def __init__(
+        self,
+        *,
+        muter_id: _builtins.int = ...,
+        muted_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["muted_id", b"muted_id", "muter_id", b"muter_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnmuteRequest: _TypeAlias = UnmuteRequest  # noqa: Y015
+
+@_typing.final
+class UnmuteResponse(_message.Message):
+    """Response for Unmute."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnmuteResponse: _TypeAlias = UnmuteResponse  # noqa: Y015
+
+@_typing.final
+class ListMutesRequest(_message.Message):
+    """Request for ListMutes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Whose mutes to list. Required, > 0."""
+    page_size: _builtins.int
+    """0 means the default (50); larger than 1000 is clamped; negative is invalid."""
+    page_token: _builtins.str
+    """A next_page_token from a previous call with the same user_id."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMutesRequest: _TypeAlias = ListMutesRequest  # noqa: Y015
+
+@_typing.final
+class MuteEntry(_message.Message):
+    """One mute in force."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MUTED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    NOTIFICATIONS_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """The muted account."""
+    notifications: _builtins.bool
+    """Notification services should drop notifications from the account."""
+    @_builtins.property
+    def muted_at(self) -> _timestamp_pb2.Timestamp:
+        """When the mute was made (a repeat of a mute in force keeps it)."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it ends by itself; absent: until Unmute."""
+
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+        muted_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        notifications: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "muted_at", b"muted_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "muted_at", b"muted_at", "notifications", b"notifications", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MuteEntry: _TypeAlias = MuteEntry  # noqa: Y015
+
+@_typing.final
+class ListMutesResponse(_message.Message):
+    """Response for ListMutes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MUTES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def mutes(self) -> _containers.RepeatedCompositeFieldContainer[Global___MuteEntry]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        mutes: _abc.Iterable[Global___MuteEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mutes", b"mutes", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMutesResponse: _TypeAlias = ListMutesResponse  # noqa: Y015

@@ -131,6 +131,21 @@ class SocialGraphServiceStub:
                 request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerRequest.SerializeToString,
                 response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerResponse.FromString,
                 _registered_method=True)
+        self.Mute = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/Mute',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.MuteRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.MuteResponse.FromString,
+                _registered_method=True)
+        self.Unmute = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/Unmute',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.UnmuteRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.UnmuteResponse.FromString,
+                _registered_method=True)
+        self.ListMutes = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/ListMutes',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesResponse.FromString,
+                _registered_method=True)
 
 
 class SocialGraphServiceServicer:
@@ -283,6 +298,32 @@ class SocialGraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Mute(self, request, context):
+        """Hides muted_id's tweets from muter_id's home timeline from the moment the
+        call returns, without touching follows or counts; with a duration it
+        expires by itself. A repeat replaces the duration and the notifications
+        flag. INVALID_ARGUMENT (SELF_RELATION) for oneself, (INVALID_DURATION) for
+        a negative duration or one over 100 years.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unmute(self, request, context):
+        """Shows the account's tweets again at once. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMutes(self, request, context):
+        """The accounts user_id mutes, newest first, paged (AIP-158); an expired
+        mute is never listed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SocialGraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -375,6 +416,21 @@ def add_SocialGraphServiceServicer_to_server(servicer, server):
                     servicer.RemoveFollower,
                     request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerRequest.FromString,
                     response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerResponse.SerializeToString,
+            ),
+            'Mute': grpc.unary_unary_rpc_method_handler(
+                    servicer.Mute,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.MuteRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.MuteResponse.SerializeToString,
+            ),
+            'Unmute': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unmute,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.UnmuteRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.UnmuteResponse.SerializeToString,
+            ),
+            'ListMutes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMutes,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -870,6 +926,87 @@ class SocialGraphService:
             '/socialgraph.v1.SocialGraphService/RemoveFollower',
             socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerRequest.SerializeToString,
             socialgraph_dot_v1_dot_social__graph__pb2.RemoveFollowerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Mute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/Mute',
+            socialgraph_dot_v1_dot_social__graph__pb2.MuteRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.MuteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unmute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/Unmute',
+            socialgraph_dot_v1_dot_social__graph__pb2.UnmuteRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.UnmuteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/ListMutes',
+            socialgraph_dot_v1_dot_social__graph__pb2.ListMutesRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.ListMutesResponse.FromString,
             options,
             channel_credentials,
             insecure,

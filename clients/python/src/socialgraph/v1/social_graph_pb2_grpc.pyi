@@ -99,6 +99,19 @@ class SocialGraphServiceStub:
     """user_id drops follower_id as a follower (and any pending request from
     follower_id) without blocking. Idempotent.
     """
+    Mute: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.MuteRequest, _social_graph_pb2.MuteResponse]
+    """Hides muted_id's tweets from muter_id's home timeline from the moment the
+    call returns, without touching follows or counts; with a duration it
+    expires by itself. A repeat replaces the duration and the notifications
+    flag. INVALID_ARGUMENT (SELF_RELATION) for oneself, (INVALID_DURATION) for
+    a negative duration or one over 100 years.
+    """
+    Unmute: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.UnmuteRequest, _social_graph_pb2.UnmuteResponse]
+    """Shows the account's tweets again at once. Idempotent."""
+    ListMutes: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ListMutesRequest, _social_graph_pb2.ListMutesResponse]
+    """The accounts user_id mutes, newest first, paged (AIP-158); an expired
+    mute is never listed.
+    """
 
 @_typing.type_check_only
 class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
@@ -170,6 +183,19 @@ class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
     RemoveFollower: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.RemoveFollowerRequest, _social_graph_pb2.RemoveFollowerResponse]  # type: ignore[assignment]
     """user_id drops follower_id as a follower (and any pending request from
     follower_id) without blocking. Idempotent.
+    """
+    Mute: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.MuteRequest, _social_graph_pb2.MuteResponse]  # type: ignore[assignment]
+    """Hides muted_id's tweets from muter_id's home timeline from the moment the
+    call returns, without touching follows or counts; with a duration it
+    expires by itself. A repeat replaces the duration and the notifications
+    flag. INVALID_ARGUMENT (SELF_RELATION) for oneself, (INVALID_DURATION) for
+    a negative duration or one over 100 years.
+    """
+    Unmute: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.UnmuteRequest, _social_graph_pb2.UnmuteResponse]  # type: ignore[assignment]
+    """Shows the account's tweets again at once. Idempotent."""
+    ListMutes: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ListMutesRequest, _social_graph_pb2.ListMutesResponse]  # type: ignore[assignment]
+    """The accounts user_id mutes, newest first, paged (AIP-158); an expired
+    mute is never listed.
     """
 
 class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -347,6 +373,37 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_social_graph_pb2.RemoveFollowerResponse, _abc.Awaitable[_social_graph_pb2.RemoveFollowerResponse]]:
         """user_id drops follower_id as a follower (and any pending request from
         follower_id) without blocking. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def Mute(
+        self,
+        request: _social_graph_pb2.MuteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.MuteResponse, _abc.Awaitable[_social_graph_pb2.MuteResponse]]:
+        """Hides muted_id's tweets from muter_id's home timeline from the moment the
+        call returns, without touching follows or counts; with a duration it
+        expires by itself. A repeat replaces the duration and the notifications
+        flag. INVALID_ARGUMENT (SELF_RELATION) for oneself, (INVALID_DURATION) for
+        a negative duration or one over 100 years.
+        """
+
+    @_abc_1.abstractmethod
+    def Unmute(
+        self,
+        request: _social_graph_pb2.UnmuteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.UnmuteResponse, _abc.Awaitable[_social_graph_pb2.UnmuteResponse]]:
+        """Shows the account's tweets again at once. Idempotent."""
+
+    @_abc_1.abstractmethod
+    def ListMutes(
+        self,
+        request: _social_graph_pb2.ListMutesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.ListMutesResponse, _abc.Awaitable[_social_graph_pb2.ListMutesResponse]]:
+        """The accounts user_id mutes, newest first, paged (AIP-158); an expired
+        mute is never listed.
         """
 
 def add_SocialGraphServiceServicer_to_server(servicer: SocialGraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
