@@ -15,7 +15,6 @@ from graph_service.api.first_page_replies import FirstPageReplies
 from graph_service.domain.models import Direction, Edge, FollowState
 from graph_service.domain.times import to_timestamp
 from graph_service.rules.graph import GraphRules
-from graph_service.rules.mutes import duration_ns
 
 __all__ = ["SocialGraphServicer"]
 
@@ -164,8 +163,10 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
         return pb.RemoveFollowerResponse()
 
     async def Mute(self, request: pb.MuteRequest, context: Context) -> pb.MuteResponse:
-        duration = duration_ns(request.duration.seconds, request.duration.nanos)  # absent: 0
-        await self._rules.mutes.mute(request.muter_id, request.muted_id, duration, request.notifications)
+        duration = request.duration  # absent: 0 seconds and 0 nanos
+        await self._rules.mutes.mute_for(
+            request.muter_id, request.muted_id, duration.seconds, duration.nanos, request.notifications
+        )
         return pb.MuteResponse()
 
     async def Unmute(self, request: pb.UnmuteRequest, context: Context) -> pb.UnmuteResponse:

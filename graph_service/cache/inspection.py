@@ -39,11 +39,12 @@ class EntryKind(Enum):
     FOLLOWING_LIST = "fg"
     COUNTS = "cnt"
     RELATIONSHIP = "rl"
+    MUTE = "mu"
     PRIVACY = "pv"
 
 
 LISTS = {EntryKind.FOLLOWERS_LIST: Direction.FOLLOWERS, EntryKind.FOLLOWING_LIST: Direction.FOLLOWING}
-_KEY = re.compile(rf"^{keys.PREFIX}:\{{(\d+)\}}:(?:(fs|rl):(\d+)|(fl|fg|cnt|pv))$")
+_KEY = re.compile(rf"^{keys.PREFIX}:\{{(\d+)\}}:(?:(fs|rl|mu):(\d+)|(fl|fg|cnt|pv))$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +52,9 @@ class CachedEntry:
     key: str
     kind: EntryKind
     user: int
-    """The user whose slot holds the entry (the follower of ``fs``, the actor of ``rl``)."""
+    """The user whose slot holds the entry (the follower of ``fs``, the actor of ``rl`` and ``mu``)."""
     other: int | None = None
-    """The followee of ``fs``, the target of ``rl``."""
+    """The followee of ``fs``, the target of ``rl`` and ``mu``."""
 
 
 def parse_key(key: str) -> CachedEntry | None:
@@ -68,7 +69,7 @@ def parse_key(key: str) -> CachedEntry | None:
 
 
 Raw = str | list[str] | None
-"""GET's string (fs, rl, pv); a list's members, its ``!`` marker included (fl, fg); the counts
+"""GET's string (fs, rl, mu, pv); a list's members, its ``!`` marker included (fl, fg); the counts
 hash as ``[fl, fg, v]`` (cnt); None when the entry is not there (any more)."""
 
 

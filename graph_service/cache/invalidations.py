@@ -177,6 +177,16 @@ class Invalidations(CacheCalls):
             return False
         return await self._owed_delivered(user_id, user_id) if essential else True
 
+    async def drop_mute(self, muter_id: int, muted_id: int, *, essential: bool = True) -> bool:
+        """Write-through after a committed mute or unmute: the muter's mute entry of the muted account
+        goes, and the muter's epoch moves (a fill that read the store before is refused). Nothing of
+        the muted account's slot is touched: muting a popular account costs it no cache fill."""
+        ok, _ = await self._try(self._dropping(muter_id, keys.mute(muter_id, muted_id)), essential=essential)
+        if not ok:
+            self._owe(muter_id, muted_id)  # delivered as an invalidation of the pair's entries
+            return False
+        return await self._owed_delivered(muter_id, muted_id) if essential else True
+
     async def deliver_owed(self) -> None:
         """Stop retrying in the background and try every owed invalidation once more, now; what
         still fails is logged and forgotten (the counters consumer's stream repairs cover it)."""

@@ -48,42 +48,45 @@ class KeyEntries(CacheCalls):
         self, actor_id: int, target_ids: Sequence[int]
     ) -> tuple[dict[int, Relationship], str | None]:
         """The cached entries (one round trip: all keys share the actor's slot) and the actor's
-        epoch to guard a fill of the rest (None: do not fill)."""
+        epoch to guard a fill of the rest (None: do not fill). A target is cached when both its
+        relationship and its mute entry are."""
         if not target_ids:
             return {}, None
         if not self.trusted:
             self._count("relationships", 0, len(target_ids))
             return {}, None
-        rel_keys = [keys.relationship(actor_id, t) for t in target_ids]
-        near = await self._near_values("relationships", rel_keys)
+        n = len(target_ids)
+        entry_keys = [keys.relationship(actor_id, t) for t in target_ids] + [keys.mute(actor_id, t) for t in target_ids]
+        near = await self._near_values("relationships", entry_keys)
         if near is not None:  # every one in this process, after a fence: nothing to fill
-            self._count("relationships", len(target_ids), 0)
-            return {t: Relationship.decode(str(v)) for t, v in zip(target_ids, near, strict=True)}, None
-        stamps = [self._near.stamp(key) for key in rel_keys] if self._near is not None else []
+            self._count("relationships", n, 0)
+            return {t: _relationship(near[i], near[n + i]) for i, t in enumerate(target_ids)}, None
+        stamps = [self._near.stamp(key) for key in entry_keys] if self._near is not None else []
         ok, replies = await self._try(
-            lambda: self._read(lambda pipe: pipe.execute_command("MGET", keys.epoch(actor_id), *rel_keys))
+            lambda: self._read(lambda pipe: pipe.execute_command("MGET", keys.epoch(actor_id), *entry_keys))
         )
         if not ok or replies is None:
-            self._count("relationships", 0, len(target_ids))
+            self._count("relationships", 0, n)
             return {}, None
         values: list[str | None] = replies[0]  # type: ignore[assignment]  # MGET's reply
-        found = {t: Relationship.decode(str(v)) for t, v in zip(target_ids, values[1:], strict=True) if v}
-        self._count("relationships", len(found), len(target_ids) - len(found))
+        epoch, flags, mutes = values[0], values[1 : n + 1], values[n + 1 :]
+        found = {t: _relationship(f, m) for t, f, m in zip(target_ids, flags, mutes, strict=True) if f and m}
+        self._count("relationships", len(found), n - len(found))
         if self._near is not None:
-            for key, value, stamp in zip(rel_keys, values[1:], stamps, strict=True):
+            for key, value, stamp in zip(entry_keys, values[1:], stamps, strict=True):
                 if value:
                     self._near.put(key, value, stamp)
-        if values[0] is None:  # never guard a fill with a missing epoch (scripts._BUMP): make one
+        if epoch is None:  # never guard a fill with a missing epoch (scripts._BUMP): make one
             return found, await self.epoch(actor_id)
-        return found, str(values[0])
+        return found, str(epoch)
 
     async def fill_relationships(self, actor_id: int, found: dict[int, Relationship], seen: str) -> None:
         if not found:
             return
-        rel_keys = [keys.relationship(actor_id, t) for t in found]
-        values = [r.encode() for r in found.values()]
+        entry_keys = [keys.relationship(actor_id, t) for t in found] + [keys.mute(actor_id, t) for t in found]
+        values = [r.encode() for r in found.values()] + [r.encode_mute() for r in found.values()]
         await self._try(
-            lambda: self._fill_many(keys=[keys.epoch(actor_id), *rel_keys], args=[seen, self._ttl, *values])
+            lambda: self._fill_many(keys=[keys.epoch(actor_id), *entry_keys], args=[seen, self._ttl, *values])
         )
 
     async def get_private(self, user_id: int) -> bool | None:
@@ -116,3 +119,7 @@ class KeyEntries(CacheCalls):
         await self._try(
             lambda: self._fill(keys=[keys.epoch(user_id), keys.suggestions(user_id)], args=[seen, value, ttl_seconds])
         )
+
+
+def _relationship(flags: object, mute: object) -> Relationship:
+    return Relationship.decode(str(flags)).with_mute(str(mute))

@@ -74,6 +74,13 @@ def relationship(actor_id: int, target_id: int) -> str:
     return f"{PREFIX}:{{{actor_id}}}:rl:{target_id}"
 
 
+def mute(actor_id: int, target_id: int) -> str:
+    """The actor's mute of the target (``Relationship.encode_mute``: ``-`` for none). Read and filled
+    with the relationship, but a key of its own: the relationship value keeps the six flags that
+    every release reads and writes, so old and new tasks can share the cache during a rollout."""
+    return f"{PREFIX}:{{{actor_id}}}:mu:{target_id}"
+
+
 def privacy(user_id: int) -> str:
     """'1' if the account is private, '0' if public."""
     return f"{PREFIX}:{{{user_id}}}:pv"

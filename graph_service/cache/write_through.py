@@ -31,6 +31,9 @@ class CacheWriteThrough:
     async def privacy_settled(self, user_id: int) -> None:
         await self._settled(await self._cache.drop_private(user_id), user_id, user_id)
 
+    async def mute_settled(self, muter_id: int, muted_id: int) -> None:
+        await self._settled(await self._cache.drop_mute(muter_id, muted_id), muter_id, muted_id)
+
     async def _settled(self, ok: bool, a: int, b: int) -> None:
         """A failed write-through is tried once more at once, as a plain invalidation of the pair
         (a loaded process or one slow reply is the common cause, and every lease given up costs a
@@ -50,4 +53,7 @@ class NoGraphCache:
         return None
 
     async def privacy_settled(self, user_id: int) -> None:
+        return None
+
+    async def mute_settled(self, muter_id: int, muted_id: int) -> None:
         return None

@@ -141,6 +141,10 @@ class GraphChanges(Protocol):
         """The account's privacy setting may have changed."""
         ...
 
+    async def mute_settled(self, muter_id: int, muted_id: int) -> None:
+        """The muter's mute of the muted account may have changed."""
+        ...
+
 
 class MuteWrites(Protocol):
     """A user's mutes, stored in the user's own partition (they touch no other account's items)."""
@@ -155,7 +159,7 @@ class MuteWrites(Protocol):
         ...
 
     async def remove_mute(self, muter_id: int, mute: Mute) -> bool:
-        """Delete the mute read as ``mute``; False, with nothing written, if it changed since."""
+        """Delete the mute read as ``mute``; False, with nothing written, if its time or end changed since."""
         ...
 
 
@@ -273,6 +277,10 @@ class CacheInvalidations(Protocol):
 
     async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:
         """After a committed privacy change."""
+        ...
+
+    async def drop_mute(self, muter_id: int, muted_id: int, *, essential: bool = True) -> bool:
+        """After a committed mute or unmute: the muter's entry of it (only the muter's slot)."""
         ...
 
     async def invalidate_edge(self, follower_id: int, followee_id: int, *, essential: bool = False) -> bool:

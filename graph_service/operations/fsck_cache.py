@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from graph_service.cache.inspection import LIST_COMPLETE, LISTS, CachedEntry, CacheInspector, EntryKind, Raw
 from graph_service.domain.models import Cursor, Direction, Edge, Relationship
+from graph_service.domain.times import now_us
 from graph_service.operations.fsck_confirm import Confirmer
 from graph_service.operations.fsck_report import Report, Violation
 from graph_service.store.graph_store import DynamoGraphStore
@@ -27,6 +28,7 @@ __all__ = ["CacheChecker"]
 KIND = {
     EntryKind.FOLLOW_STATE: "cache_follow_state",
     EntryKind.RELATIONSHIP: "cache_relationship",
+    EntryKind.MUTE: "cache_mute",
     EntryKind.PRIVACY: "cache_privacy",
     EntryKind.COUNTS: "cache_counts",
     EntryKind.FOLLOWERS_LIST: "cache_list",
@@ -86,7 +88,7 @@ class CacheChecker:
     async def _pairs(self, present: Mapping[CachedEntry, Raw]) -> dict[CachedEntry, Finding]:
         by_actor: dict[int, list[CachedEntry]] = {}
         for entry in present:
-            if entry.kind in (EntryKind.FOLLOW_STATE, EntryKind.RELATIONSHIP):
+            if entry.kind in (EntryKind.FOLLOW_STATE, EntryKind.RELATIONSHIP, EntryKind.MUTE):
                 by_actor.setdefault(entry.user, []).append(entry)
         actors = list(by_actor)
         truths = await asyncio.gather(
@@ -101,6 +103,11 @@ class CacheChecker:
                     expected = "1" if relationship.following else "0"
                     said = "follows" if relationship.following else "does not follow"
                     detail = f"{entry.key} = {raw}; DynamoDB: {actor} {said} {entry.other}"
+                elif entry.kind is EntryKind.MUTE:
+                    expected = relationship.encode_mute()
+                    detail = f"{entry.key} = {raw}; DynamoDB: {expected} (end in microseconds:notifications, - none)"
+                    if _same_mute_now(raw, relationship):
+                        continue
                 else:
                     expected = relationship.encode()
                     detail = f"{entry.key} = {raw}; DynamoDB: {expected} ({', '.join(Relationship.FLAGS)})"
@@ -183,3 +190,14 @@ def _member(member: str) -> str:
     except ValueError:
         return repr(member)
     return f"{edge.user_id}@{edge.at_us}"
+
+
+def _same_mute_now(raw: str, truth: Relationship) -> bool:
+    """The cached mute and the stored one say the same now: equal, or neither in force (a mute that
+    has ended may be cached with its end after TTL reclaimed its items: it mutes nothing either way)."""
+    try:
+        cached = Relationship().with_mute(raw)
+    except ValueError:
+        return False  # not a value Relationship.encode_mute writes
+    now = now_us()
+    return cached.as_of(now).encode_mute() == truth.as_of(now).encode_mute()

@@ -36,6 +36,7 @@ KINDS = {
     "cache_list": "a cached whole list (fl/fg) that differs from the store's order items",
     "cache_counts": "cached counts (cnt) that differ from the users table",
     "cache_relationship": "cached relationship flags (rl) that DynamoDB contradicts",
+    "cache_mute": "a cached mute (mu) that DynamoDB contradicts (an ended mute agrees with none)",
     "cache_privacy": "a cached privacy flag (pv) that DynamoDB contradicts",
 }
 """Every kind, with what it means (the README's table)."""

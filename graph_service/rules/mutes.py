@@ -58,17 +58,23 @@ class Mutes:
             expires = 0 if duration_ns == 0 else now + -(-duration_ns // 1000)
             mute = Mute(muted_id, made_at, expires, notifications)
             if await self._writes.put_mute(muter_id, mute, replacing=stored):
-                await self._changes.pair_settled(muter_id, muted_id)
+                await self._changes.mute_settled(muter_id, muted_id)
                 return
             # Another mute or unmute of the pair came between the read and the write: read again.
         raise Unavailable("mute kept racing concurrent writes")
+
+    async def mute_for(self, muter_id: int, muted_id: int, seconds: int, nanos: int, notifications: bool) -> None:
+        """``mute`` with a ``google.protobuf.Duration``'s fields (both 0: until unmuted); the IDs are
+        checked before the duration."""
+        require_pair(muter_id, "muter_id", muted_id, "muted_id")
+        await self.mute(muter_id, muted_id, duration_ns(seconds, nanos), notifications)
 
     async def unmute(self, muter_id: int, muted_id: int) -> None:
         require_pair(muter_id, "muter_id", muted_id, "muted_id")
         for _ in range(RACE_ATTEMPTS):
             stored = await self._writes.mute_of(muter_id, muted_id)
             if stored is None or await self._writes.remove_mute(muter_id, stored):
-                await self._changes.pair_settled(muter_id, muted_id)
+                await self._changes.mute_settled(muter_id, muted_id)
                 return
         raise Unavailable("unmute kept racing concurrent writes")
 

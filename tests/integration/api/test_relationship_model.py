@@ -476,7 +476,17 @@ class RelationshipMachine(RuleBasedStateMachine):
     async def check_reads(self) -> None:
         users = range(N_USERS)
         pairs = [(a, b) for a in users for b in users]
-        following, followers, relationships, requests, mutuals, known, suggestions, is_following = await asyncio.gather(
+        (
+            following,
+            followers,
+            relationships,
+            requests,
+            mutuals,
+            known,
+            suggestions,
+            is_following,
+            mutes,
+        ) = await asyncio.gather(
             asyncio.gather(*(self.list_following(u) for u in users)),
             asyncio.gather(*(self.list_followers(u) for u in users)),
             asyncio.gather(*(self.relationships(u) for u in users)),
@@ -485,8 +495,18 @@ class RelationshipMachine(RuleBasedStateMachine):
             asyncio.gather(*(self.known_followers(v, u) for v, u in pairs)),
             asyncio.gather(*(self.suggest_follows(u) for u in users)),
             asyncio.gather(*(self.is_following(a, b) for a, b in pairs)),
+            asyncio.gather(*(self.list_mutes(u) for u in users)),
         )
         model = self.model
+
+        # ListMutes: the model's mutes of each user with their notifications flag, newest first.
+        for u in users:
+            got_mutes = {(muted, notifications) for muted, notifications, _ in mutes[u]}
+            want_mutes = {(b, n) for (a, b), n in model.mutes.items() if a == u}
+            assert got_mutes == want_mutes, f"ListMutes({u}) = {mutes[u]}, model says {sorted(want_mutes)}"
+            assert len(mutes[u]) == len(want_mutes), f"ListMutes({u}) = {mutes[u]} repeats an entry"
+            made = [at for _, _, at in mutes[u]]
+            assert made == sorted(made, reverse=True), f"ListMutes({u}) = {mutes[u]} is not newest first"
 
         # IsFollowing, every ordered pair (a user never follows itself).
         got_edges = {pair for pair, following in zip(pairs, is_following, strict=True) if following}
@@ -614,6 +634,12 @@ class RelationshipMachine(RuleBasedStateMachine):
         reply = await self.env.read(lambda: self.env.stub.ListMutualFollows(request))
         assert not reply.next_page_token, f"ListMutualFollows({u}): a next page after at most {N_USERS} entries"
         return [self.local(e.user_id) for e in reply.users]
+
+    async def list_mutes(self, u: int) -> list[tuple[int, bool, int]]:
+        """(muted, notifications, muted_at) of each mute, in answer order."""
+        reply = await self.env.read(lambda: self.env.stub.ListMutes(pb.ListMutesRequest(user_id=self.uid(u))))
+        assert not reply.next_page_token, f"ListMutes({u}): a next page after at most {N_USERS} entries"
+        return [(self.local(m.user_id), m.notifications, m.muted_at.ToMicroseconds()) for m in reply.mutes]
 
     async def known_followers(self, v: int, u: int) -> list[Entry]:
         request = pb.ListKnownFollowersRequest(viewer_id=self.uid(v), user_id=self.uid(u))

@@ -8,7 +8,9 @@ import pytest
 from redis.asyncio import Redis
 from socialgraph_devstack.processes import free_port
 
+from graph_service.cache import keys
 from graph_service.cache.graph_cache import GraphCache
+from graph_service.domain.models import Relationship
 from tests.support.contracts.graph_cache import (
     LIST_LIMIT,
     CacheInvalidationsContract,
@@ -53,3 +55,24 @@ class TestRedisCacheInvalidations(CacheInvalidationsContract):
 
 class TestRedisCacheRepairs(CacheRepairsContract):
     pass
+
+
+async def test_a_relationship_cached_without_its_mute_entry_is_a_miss(redis_url: str) -> None:
+    """What a release before mutes left in the cache (the six flags alone, no mute entry) is not
+    trusted: it is read again from the store and filled with its mute, so old and new tasks can share
+    one cache during a rollout; and the flags stay the value an old task reads."""
+    cache = _graph_cache(redis_url)
+    raw = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        actor, target = 9_100_001, 9_100_002
+        await raw.set(keys.relationship(actor, target), "100000")
+        found, seen = await cache.read_relationships(actor, [target])
+        assert found == {}
+        assert seen is not None
+        muted = Relationship(following=True, mute_expires_us=0, muting_notifications=True)
+        await cache.fill_relationships(actor, {target: muted}, seen)
+        assert await raw.get(keys.relationship(actor, target)) == "100000"
+        assert (await cache.read_relationships(actor, [target]))[0] == {target: muted}
+    finally:
+        await cache.aclose()
+        await raw.aclose()

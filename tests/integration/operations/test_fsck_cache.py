@@ -85,12 +85,15 @@ async def test_a_graph_made_by_the_service_is_clean_and_planted_cache_entries_ar
         await redis.hset(keys.counts(1), mapping={"fl": 99, "fg": 1, "v": 1000})
         await redis.set(keys.relationship(1, 3), "111111")
         await redis.set(keys.privacy(4), "0")  # 4 is private
+        await redis.set(keys.mute(1, 2), "0:1")  # 1 does not mute 2
+        await redis.set(keys.mute(1, 4), "1:0")  # a mute that ended long ago: agrees with "none"
         await redis.set(keys.follow_state(1, 2), "1")  # true: must stay
         bad = {
             ("cache_follow_state", 3, 1),
             ("cache_list", 2, None),
             ("cache_counts", 1, None),
             ("cache_relationship", 1, 3),
+            ("cache_mute", 1, 2),
             ("cache_privacy", 4, None),
         }
 
@@ -104,12 +107,13 @@ async def test_a_graph_made_by_the_service_is_clean_and_planted_cache_entries_ar
         plan = FsckPlan(users=(1, 2, 3, 4), repair_cache=True, settle_seconds=0)
         report, out = await fsck(settings, plan)
         assert found(report) == bad
-        assert report.repaired == 5
+        assert report.repaired == 6
         assert clean(report, plan)
-        assert out.count("(repaired: entry deleted)") == 5
+        assert out.count("(repaired: entry deleted)") == 6
         gone = [keys.follow_state(3, 1), keys.list_key(Direction.FOLLOWERS, 2), keys.counts(1)]
-        gone += [keys.relationship(1, 3), keys.privacy(4)]
-        assert [await redis.exists(k) for k in gone] == [0] * 5
+        gone += [keys.relationship(1, 3), keys.privacy(4), keys.mute(1, 2)]
+        assert [await redis.exists(k) for k in gone] == [0] * 6
+        assert await redis.get(keys.mute(1, 4)) == "1:0"  # agrees: an ended mute mutes nothing
         assert await redis.get(keys.follow_state(1, 2)) == "1"
         assert await redis.exists(keys.list_key(Direction.FOLLOWING, 1)) == 1
 

@@ -6,17 +6,22 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
-from graph_service.domain.models import Direction, Edge, Made, Relationship
-from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites, RelationshipReads
+from graph_service.domain.models import Direction, Edge, Made, Mute, Relationship
+from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites, MuteWrites, RelationshipReads
 
 __all__ = ["ChangesContract", "ChangesUnderTest"]
+
+
+class Store(GraphWrites, MuteWrites, Protocol):
+    """The graph store's writes the contract makes."""
 
 
 @dataclass
 class ChangesUnderTest:
     changes: GraphChanges
-    store: GraphWrites
+    store: Store
     """Writes straight to the store, as the service layer makes them."""
     reads: GraphReads
     relationships: RelationshipReads
@@ -64,11 +69,25 @@ class ChangesContract:
         assert await changes.relationships.relationships(a, [b]) == {b: Relationship(requested=True)}
         assert await changes.reads.is_private(b)
 
+    async def test_a_settled_mute_and_unmute_are_read_at_once(self, changes: ChangesUnderTest) -> None:
+        a, b = _users(2)
+        assert await changes.relationships.relationships(a, [b]) == {b: Relationship()}
+        mute = Mute(b, 1000, 0, True)
+        assert await changes.store.put_mute(a, mute, replacing=None)
+        await changes.changes.mute_settled(a, b)
+        muting = Relationship(mute_expires_us=0, muting_notifications=True)
+        assert await changes.relationships.relationships(a, [b]) == {b: muting}
+        assert await changes.relationships.relationships(b, [a]) == {a: Relationship()}
+        assert await changes.store.remove_mute(a, mute)
+        await changes.changes.mute_settled(a, b)
+        assert await changes.relationships.relationships(a, [b]) == {b: Relationship()}
+
     async def test_notices_that_change_nothing_are_harmless(self, changes: ChangesUnderTest) -> None:
         a, b = _users(2)
         for _ in range(2):
             await changes.changes.follow_settled(a, b, None, following=False)
             await changes.changes.pair_settled(a, b)
             await changes.changes.privacy_settled(a)
+            await changes.changes.mute_settled(a, b)
         assert not await changes.reads.is_following(a, b)
         assert await changes.relationships.relationships(a, [b]) == {b: Relationship()}

@@ -11,7 +11,8 @@ Notice = tuple[str, int, int]
 class RecordingChanges:
     def __init__(self) -> None:
         self.notices: list[Notice] = []
-        """(kind, a, b): ``follow`` / ``unfollow`` (follower, followee), ``pair`` (a, b), ``privacy`` (user, user)."""
+        """(kind, a, b): ``follow`` / ``unfollow`` (follower, followee), ``pair`` (a, b), ``privacy`` (user,
+        user), ``mute`` (muter, muted)."""
 
     def settled_pairs(self) -> set[frozenset[int]]:
         """Every pair of accounts some notice was about."""
@@ -25,3 +26,6 @@ class RecordingChanges:
 
     async def privacy_settled(self, user_id: int) -> None:
         self.notices.append(("privacy", user_id, user_id))
+
+    async def mute_settled(self, muter_id: int, muted_id: int) -> None:
+        self.notices.append(("mute", muter_id, muted_id))

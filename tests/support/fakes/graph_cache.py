@@ -163,6 +163,14 @@ class FakeGraphCache:
         self._touch(b, a)
         return True
 
+    async def drop_mute(self, muter_id: int, muted_id: int, *, essential: bool = True) -> bool:
+        """The muter's slot only: its epoch moves and its entry of the pair goes."""
+        if self.down:
+            return False
+        self.epochs[muter_id] = self.epochs.get(muter_id, 0) + 1
+        self.relationships.pop((muter_id, muted_id), None)
+        return True
+
     async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:
         if self.down:
             return False

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from graph_service.domain.errors import DomainError, InvalidDuration, InvalidPageToken, InvalidUserId, SelfRelation
+from graph_service.domain.errors import (
+    DomainError,
+    InvalidDuration,
+    InvalidPageToken,
+    InvalidUserId,
+    SelfRelation,
+    Unavailable,
+)
 from graph_service.domain.models import Direction, Mute
 from graph_service.entrypoints.rule_limits import rule_limits
 from graph_service.rules.graph import GraphRules, graph_rules
@@ -131,15 +138,15 @@ async def test_unmute_shows_the_account_again_and_is_idempotent(rules: GraphRule
     changes.notices.clear()
     await rules.mutes.unmute(1, 2)
     await rules.mutes.unmute(1, 3)
-    assert changes.notices == [("pair", 1, 2), ("pair", 1, 3)]
+    assert changes.notices == [("mute", 1, 2), ("mute", 1, 3)]
 
 
 async def test_every_mute_and_unmute_settles_the_pair(rules: GraphRules, changes: RecordingChanges) -> None:
-    """The muter's cached relationship of the muted account is dropped before the call returns."""
+    """The muter's cached mute of the muted account is dropped before the call returns."""
     await rules.mutes.mute(1, 2, 0, False)
     await rules.mutes.mute(1, 2, 0, False)
     await rules.mutes.unmute(1, 2)
-    assert changes.notices == [("pair", 1, 2)] * 3
+    assert changes.notices == [("mute", 1, 2)] * 3
 
 
 async def test_the_list_is_newest_first_and_pages_with_tokens_bound_to_the_user(
@@ -232,3 +239,64 @@ def test_a_well_formed_duration_is_its_length_in_nanoseconds(seconds: int, nanos
 def test_a_duration_whose_seconds_and_nanos_disagree_is_refused(seconds: int, nanos: int) -> None:
     with pytest.raises(InvalidDuration):
         duration_ns(seconds, nanos)
+
+
+async def test_a_mute_racing_another_mute_of_the_pair_decides_again_and_wins_with_its_own_values(
+    rules: GraphRules, graph: FakeGraph, clock: Clock
+) -> None:
+    """The other mute lands between the read and the write: the write is refused, the pair is read
+    again, and the repeat keeps that mute's muted_at with this call's duration and flag."""
+    raced = False
+
+    async def another_mute(write: str) -> None:
+        nonlocal raced
+        if write == "put_mute" and not raced:
+            raced = True
+            graph.mutes[(1, 2)] = Mute(2, clock.now - 50, 0, True)
+
+    graph.before_write = another_mute
+    await rules.mutes.mute(1, 2, 60 * SECOND_NS, False)
+    assert graph.mutes[(1, 2)] == Mute(2, clock.now - 50, clock.now + 60_000_000, False)
+    assert graph.writes == 2
+
+
+async def test_an_unmute_racing_a_mute_removes_what_it_finds_on_the_second_read(
+    rules: GraphRules, graph: FakeGraph, clock: Clock
+) -> None:
+    await rules.mutes.mute(1, 2, 0, False)
+    raced = False
+
+    async def remade(write: str) -> None:
+        nonlocal raced
+        if write == "remove_mute" and not raced:
+            raced = True
+            graph.mutes[(1, 2)] = Mute(2, clock.now + 1, 0, True)
+
+    graph.before_write = remade
+    await rules.mutes.unmute(1, 2)
+    assert (1, 2) not in graph.mutes
+    assert await muting(rules, 1, 2) == (False, False)
+
+
+async def test_a_mute_that_keeps_losing_races_is_unavailable(rules: GraphRules, graph: FakeGraph) -> None:
+    """Every write is refused (the pair keeps changing): after 8 rounds UNAVAILABLE, safe to retry."""
+
+    async def always_another(write: str) -> None:
+        graph.mutes[(1, 2)] = Mute(2, graph.writes, 0, False)
+
+    graph.before_write = always_another
+    with pytest.raises(Unavailable):
+        await rules.mutes.mute(1, 2, 0, True)
+    with pytest.raises(Unavailable):
+        await rules.mutes.unmute(1, 2)
+
+
+async def test_ids_are_checked_before_the_duration(rules: GraphRules) -> None:
+    with pytest.raises(SelfRelation):
+        await rules.mutes.mute_for(1, 1, -1, 0, False)
+    with pytest.raises(InvalidUserId):
+        await rules.mutes.mute_for(0, 2, 1, -1, False)
+    with pytest.raises(InvalidDuration):
+        await rules.mutes.mute_for(1, 2, 1, -1, False)
+    await rules.mutes.mute_for(1, 2, 3600, 0, True)
+    assert await muting(rules, 1, 2) == (True, True)

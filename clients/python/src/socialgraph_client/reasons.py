@@ -31,7 +31,7 @@ class Reason(StrEnum):
     INVALID_LIMIT = "INVALID_LIMIT"
     """``suggest_follows`` with a limit below 0 or above 100."""
     INVALID_DURATION = "INVALID_DURATION"
-    """``mute`` with a negative duration or one over 100 years."""
+    """``mute`` with a negative duration, one over 100 years, or a malformed one."""
     INVALID_PAGE_SIZE = "INVALID_PAGE_SIZE"
     """A negative ``page_size``."""
     INVALID_PAGE_TOKEN = "INVALID_PAGE_TOKEN"  # noqa: S105 - a reason, not a secret

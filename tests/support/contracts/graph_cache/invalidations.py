@@ -114,6 +114,25 @@ class CacheInvalidationsContract:
         assert await cached_relationship(reads, b, a) is None
         await fill_relationship(reads, a, b, Relationship(requested=True))
 
+    async def test_a_mute_change_drops_the_muters_entry_only_and_refuses_its_fills_before_it(
+        self, graph_cache: GraphCacheUnderTest
+    ) -> None:
+        """After a mute or unmute is written through, the muter's entry of the pair is a miss and a fill
+        of it computed before is refused; the muted account's slot is left alone (its epoch included)."""
+        reads, writes = graph_cache.reads, graph_cache.invalidations
+        a, b = users(2)
+        await fill_relationship(reads, a, b, Relationship(following=True))
+        await fill_relationship(reads, b, a, Relationship(followed_by=True))
+        seen_a, seen_b = await epoch(reads, a), await epoch(reads, b)
+        assert await writes.drop_mute(a, b)
+        assert await cached_relationship(reads, a, b) is None
+        assert await cached_relationship(reads, b, a) == Relationship(followed_by=True)
+        assert await epoch(reads, b) == seen_b
+        await reads.fill_relationships(a, {b: Relationship(following=True)}, seen_a)
+        assert await cached_relationship(reads, a, b) is None
+        muted = Relationship(following=True, mute_expires_us=0)
+        await fill_relationship(reads, a, b, muted)
+
     async def test_a_privacy_change_drops_the_flag_and_refuses_a_fill_before_it(
         self, graph_cache: GraphCacheUnderTest
     ) -> None:
@@ -175,6 +194,7 @@ class CacheInvalidationsContract:
         assert await writes.write_edge(a, b, None, False) is False
         assert await writes.touch_pair(a, b) is False
         assert await writes.drop_private(a) is False
+        assert await writes.drop_mute(a, b) is False
         assert await writes.invalidate_edge(a, b) is False
         assert await writes.invalidate_edge(a, b, essential=True) is False
         assert await writes.invalidate_edge(a, a, essential=True) is False

@@ -67,6 +67,19 @@ class GraphCacheReadsContract:
         assert seen is not None  # to fill d
         assert await cached_relationship(reads, b, a) is None  # the other user's side is its own entry
 
+    async def test_a_relationship_is_read_back_with_its_mute(self, graph_cache: GraphCacheUnderTest) -> None:
+        """The mute's end and notifications flag come back as filled, ended or not (the rules apply ``as_of``)."""
+        reads = graph_cache.reads
+        a, b, c, d = users(4)
+        filled = {
+            b: Relationship(following=True, mute_expires_us=0, muting_notifications=True),
+            c: Relationship(mute_expires_us=1_700_000_000_000_000),
+            d: Relationship(blocked_by=True),
+        }
+        await reads.fill_relationships(a, filled, await epoch(reads, a))
+        found, _ = await reads.read_relationships(a, [b, c, d])
+        assert found == filled
+
     async def test_a_privacy_flag_is_a_miss_until_filled_under_the_privacy_epoch(
         self, graph_cache: GraphCacheUnderTest
     ) -> None:
