@@ -14,7 +14,7 @@ import structlog
 
 from graph_service.domain.models import EdgePage
 from graph_service.domain.ports import FollowerSource, TimelineWrites
-from graph_service.events.kinds import KINDS, Event, Follow, TweetPosted
+from graph_service.events.kinds import KIND_NAMES, Event, Follow, TweetPosted
 from graph_service.telemetry.fanout import FanoutMetrics
 
 __all__ = ["Fanout", "FanoutConfig"]
@@ -39,7 +39,7 @@ class Fanout:
         *,
         metrics: FanoutMetrics | None = None,
     ) -> None:
-        self._metrics = metrics if metrics is not None else FanoutMetrics(kinds=[kind.name for kind in KINDS])
+        self._metrics = metrics if metrics is not None else FanoutMetrics(kinds=KIND_NAMES)
         self._graph = graph
         self._timelines = timelines
         self._batch = config.batch_size

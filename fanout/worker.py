@@ -29,7 +29,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaConnectio
 from fanout.applier import Fanout
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
 from graph_service.domain.retry import Backoff, pause, unless_stopped
-from graph_service.events.kinds import KINDS, TopicNames, decode, kind_of
+from graph_service.events.kinds import KIND_NAMES, KINDS, TopicNames, decode, kind_of
 from graph_service.events.records import UnreadableEvent
 from graph_service.events.topics import TopicWatch
 from graph_service.telemetry.failures import FailureLog
@@ -120,7 +120,7 @@ class FanoutWorker:
         self._after_writes = after_writes
         self.stats = WorkerStats()
         self.assigned: set[TopicPartition] = set()
-        self.metrics = metrics if metrics is not None else FanoutMetrics(kinds=[kind.name for kind in KINDS])
+        self.metrics = metrics if metrics is not None else FanoutMetrics(kinds=KIND_NAMES)
         self.metrics.watch_lag(self.kafka_lag)
         self._live: AIOKafkaConsumer | None = None
         self._probed_at = float("-inf")

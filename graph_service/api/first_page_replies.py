@@ -13,18 +13,16 @@ from typing import Any, Generic, TypeVar
 from graph_service.rules.identity_memo import IdentityMemo
 from graph_service.rules.paging import FIRST_PAGES_REMEMBERED, Page
 
-__all__ = ["REPLIES_REMEMBERED", "FirstPageReplies"]
-
-REPLIES_REMEMBERED = FIRST_PAGES_REMEMBERED
-"""Replies kept per list RPC: as many as the first pages the rules keep signed, so every remembered
-page can find its reply."""
+__all__ = ["FirstPageReplies"]
 
 R = TypeVar("R")
 
 
 class FirstPageReplies(Generic[R]):
     def __init__(self) -> None:
-        self._memo: IdentityMemo[R] = IdentityMemo(REPLIES_REMEMBERED)
+        self._memo: IdentityMemo[R] = IdentityMemo(
+            FIRST_PAGES_REMEMBERED
+        )  # as many as the rules keep signed: each finds its reply
 
     def reply(self, user_id: int, page_token: str, page: Page[Any], build: Callable[[], R]) -> R:
         """``build()``, remembered for a first page (the only kind the near cache hands out again)."""

@@ -128,11 +128,13 @@ class Invalidations(CacheCalls):
         return True
 
     async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool:
-        """Write-through after a committed request or block change between ``a`` and ``b``.
-        The consumer passes ``essential=False``: it has the stream to repeat from."""
+        """Write-through after a committed request or block change between ``a`` and ``b`` (and the
+        consumer's repair of a mute): both entries of the pair, mutes included, so that no stale
+        mute entry waits for a relationship entry to make it whole again. The consumer passes
+        ``essential=False``: it has the stream to repeat from."""
         calls = [
-            self._dropping(a, keys.relationship(a, b), keys.suggestions(a)),
-            self._dropping(b, keys.relationship(b, a), keys.suggestions(b)),
+            self._dropping(a, keys.relationship(a, b), keys.mute(a, b), keys.suggestions(a)),
+            self._dropping(b, keys.relationship(b, a), keys.mute(b, a), keys.suggestions(b)),
         ]
         if not await self._in_both_slots(calls, essential=essential):
             self._owe(a, b)
@@ -159,6 +161,7 @@ class Invalidations(CacheCalls):
                 state_key,
                 keys.list_key(direction, owner),
                 keys.relationship(owner, other),
+                keys.mute(owner, other),
                 keys.suggestions(owner),
                 keys.privacy(owner),
             )

@@ -18,6 +18,7 @@ __all__ = [
     "list_key",
     "list_tmp",
     "list_tombstones",
+    "mute",
     "privacy",
     "privacy_epoch",
     "relationship",

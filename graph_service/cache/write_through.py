@@ -10,7 +10,8 @@ __all__ = ["CacheWriteThrough", "NoGraphCache"]
 
 
 class CacheWriteThrough:
-    """Each notice is one or two Lua scripts in each user's slot (``cache/scripts.py``); one that
+    """Each notice is one or two Lua scripts in each user's slot (a mute's, in the muter's slot only:
+    ``cache/scripts.py``); one that
     fails is owed and retried by the cache, which is not read meanwhile (``GraphCache``), and the
     write is acknowledged only once no replica trusts what it left unsettled (``lease``:
     ``CacheLease.settle_failed``, which may refuse it as ``Unavailable``). Without a lease (tests of

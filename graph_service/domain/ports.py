@@ -1,7 +1,7 @@
 """Role interfaces: what each user of an adapter needs of it, and nothing more.
 
 One adapter may play several roles (``DynamoGraphStore`` is ``GraphWrites``, ``GraphReads``,
-``RelationshipReads`` and ``FollowerSource``); each user is given the narrowest role it needs, so
+``RelationshipReads``, ``FollowerSource`` and ``MuteStore``); each user is given the narrowest role it needs, so
 an in-memory fake of that role is enough for its unit tests (``tests/support/fakes``), and the
 same contract tests hold the fake and the real adapter to one behaviour (``tests/support/contracts``).
 
@@ -262,9 +262,10 @@ class FollowerCache(CountCache, ListCache, Protocol):
 
 class CacheInvalidations(Protocol):
     """The write side of the graph cache: what a committed write changes in it. False: the change
-    was not delivered (Redis failed). ``write_edge`` (always), ``touch_pair`` and ``drop_private``
-    (when ``essential``: tried even while Redis is thought down) then owe it, and the cache is not
-    trusted by reads until it is delivered; ``invalidate_edge`` owes nothing (it is the retry)."""
+    was not delivered (Redis failed). ``write_edge``, ``touch_pair``, ``drop_private`` and
+    ``drop_mute`` then owe it, and the cache is not trusted by reads until it is delivered
+    (``essential``: tried even while Redis is thought down; ``write_edge`` always is);
+    ``invalidate_edge`` owes nothing (it is the retry)."""
 
     async def write_edge(self, follower_id: int, followee_id: int, at_us: int | None, following: bool) -> bool:
         """After a committed follow (``following``) or unfollow of the edge made at ``at_us`` (None:
@@ -272,7 +273,8 @@ class CacheInvalidations(Protocol):
         ...
 
     async def touch_pair(self, a: int, b: int, *, essential: bool = True) -> bool:
-        """After a committed request, block or mute change between ``a`` and ``b``."""
+        """After a committed request or block change between ``a`` and ``b`` (the counters consumer's
+        repair of a mute too: it drops both entries of the pair, the mute's included)."""
         ...
 
     async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:

@@ -19,7 +19,7 @@ from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.events.kafka import client_options, topic_check, topic_names
-from graph_service.events.kinds import KINDS
+from graph_service.events.kinds import KIND_NAMES
 from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
 from graph_service.store.graph_store import DynamoGraphStore
@@ -85,7 +85,7 @@ async def build_fanout(
     if timelines is None:
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
     registry = process_registry()
-    fanout_metrics = FanoutMetrics(registry, kinds=[kind.name for kind in KINDS], stale_after=stale_after)
+    fanout_metrics = FanoutMetrics(registry, kinds=KIND_NAMES, stale_after=stale_after)
     topics = TopicWatch(topic_check(settings), TopicMetrics(registry))
 
     def readiness() -> str | None:

@@ -7,7 +7,8 @@ event that ``Fanout.apply`` handles) and counts under its names; the relay's sou
 A new kind of event is: its message in ``protos/socialgraph/v1/events.proto``; its typed event,
 codec and ``EventKind`` here (in ``KINDS`` and ``Event``); its producer, a converter in
 ``relay/sources.py``; its handler, a case of ``Fanout.apply``. Nothing else: the tests of the
-kinds, the sources and the applier fail while one of the four is missing.
+kinds and the sources fail while its codec, example or producer is missing, and mypy while its
+handler is (``assert_never``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from graph_service.events.records import OutgoingRecord, UnreadableEvent, header
 __all__ = [
     "FOLLOW",
     "KINDS",
+    "KIND_NAMES",
     "TWEET",
     "Event",
     "EventKind",
@@ -169,6 +171,8 @@ FOLLOW: EventKind[Follow] = EventKind(
 Event = TweetPosted | Follow
 """Every typed event: what ``decode`` returns and ``Fanout.apply`` takes (mypy holds its match exhaustive)."""
 KINDS: tuple[EventKind[Any], ...] = (TWEET, FOLLOW)
+KIND_NAMES = tuple(kind.name for kind in KINDS)
+"""The label values of the fanout's per-kind metrics (their series exist from the start)."""
 _BY_EVENT: dict[type, EventKind[Any]] = {kind.event: kind for kind in KINDS}
 _BY_EVENT_TYPE: dict[bytes, EventKind[Any]] = {kind.event_type: kind for kind in KINDS}
 

@@ -186,7 +186,7 @@ def test_grpcurl_shows_invalid_argument_for_a_bad_call(service: Service) -> None
 
 
 def test_grpcurl_relationship_walkthrough_of_the_readme(service: Service) -> None:
-    """The README's private-account, block and relationship examples, with the replies it shows."""
+    """The README's private-account, block, relationship and mute examples, with the replies it shows."""
     a, b, c, d = 7030, 7031, 7032, 7033
     assert call(service, "SetPrivacy", {"user_id": a, "private": True}) == {}
     assert call(service, "Follow", {"follower_id": b, "followee_id": a}) == {"state": "FOLLOW_STATE_REQUESTED"}
@@ -218,6 +218,22 @@ def test_grpcurl_relationship_walkthrough_of_the_readme(service: Service) -> Non
     assert call(service, "Unblock", {"blocker_id": a, "blocked_id": b}) == {}
     assert call(service, "RemoveFollower", {"user_id": d, "follower_id": c}) == {}
     assert call(service, "IsFollowing", {"follower_id": c, "followee_id": d}) == {}
+    mute = {"muter_id": b, "muted_id": c, "duration": "3600s", "notifications": True}
+    assert call(service, "Mute", mute) == {}
+    assert call(service, "GetRelationships", {"actor_id": b, "target_ids": [c]}) == {
+        "relationships": [{"target_id": str(c), "following": True, "muting": True, "muting_notifications": True}]
+    }
+    (listed,) = call(service, "ListMutes", {"user_id": b})["mutes"]
+    assert (listed["user_id"], listed["notifications"]) == (str(c), True)
+    assert listed["muted_at"].endswith("Z")
+    assert listed["expires_at"].endswith("Z")
+    negative = grpcurl(service, f"{SERVICE}/Mute", data={"muter_id": b, "muted_id": d, "duration": "-5s"})
+    assert negative.returncode != 0
+    assert "Code: InvalidArgument" in negative.stderr
+    assert "Message: duration must not be negative" in negative.stderr
+    assert '"reason":"INVALID_DURATION"' in negative.stderr
+    assert call(service, "Unmute", {"muter_id": b, "muted_id": c}) == {}
+    assert call(service, "ListMutes", {"user_id": b}) == {}
 
 
 # -- process lifecycle -----------------------------------------------------------------------

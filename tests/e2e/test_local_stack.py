@@ -20,11 +20,12 @@ from socialgraph_devstack.install import ensure_dynamodb_local, ensure_s3rver, l
 from socialgraph_devstack.processes import free_port, port_is_open
 from socialgraph_devstack.stack import COMPONENTS
 
+from tests.support import declared_rpcs
 from tests.support.grpcurl import grpcurl_binary
 from tests.support.polling import wait_until
 
 SERVICE = "socialgraph.v1.SocialGraphService"
-TIMELINES = "socialgraph.v1.TimelineService"
+TIMELINES = declared_rpcs.TIMELINES.full_name
 
 
 def start_stack(base: Path, ports: dict[str, int]) -> subprocess.Popen[str]:

@@ -76,3 +76,25 @@ async def test_a_relationship_cached_without_its_mute_entry_is_a_miss(redis_url:
     finally:
         await cache.aclose()
         await raw.aclose()
+
+
+async def test_a_touched_or_invalidated_pair_leaves_no_mute_entry_behind(redis_url: str) -> None:
+    """A request, block or repair (``touch_pair``) and an owed invalidation (``invalidate_edge``) drop
+    the pair's mute entries too: a relationship entry filled later by a release before mutes (flags
+    alone) must not find a stale mute entry to make it whole."""
+    cache = _graph_cache(redis_url)
+    raw = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        for drop in ("touch_pair", "invalidate_edge"):
+            actor, target = (9_200_001, 9_200_002) if drop == "touch_pair" else (9_200_003, 9_200_004)
+            muted = Relationship(following=True, mute_expires_us=0)
+            _, seen = await cache.read_relationships(actor, [target])
+            assert seen is not None
+            await cache.fill_relationships(actor, {target: muted}, seen)
+            assert (await cache.read_relationships(actor, [target]))[0] == {target: muted}
+            assert await getattr(cache, drop)(actor, target)
+            await raw.set(keys.relationship(actor, target), "100000")  # an old task's fill
+            assert (await cache.read_relationships(actor, [target]))[0] == {}, drop
+    finally:
+        await cache.aclose()
+        await raw.aclose()

@@ -89,7 +89,7 @@ def cached_pairs() -> FakeGraphCache:
 async def test_the_stream_consumer_counts_the_follow_alone_and_drops_the_muters_pairs() -> None:
     table, cache = FakeCounterTable(), cached_pairs()
     applier = CounterApplier(table)
-    consumer = CountersConsumer(applier, Checkpoints(), CacheRepairer(cache, applier))  # type: ignore[arg-type]
+    consumer = CountersConsumer(applier, Checkpoints(), CacheRepairer(cache, applier))  # type: ignore[arg-type]  # Checkpoints: the CheckpointStore calls this consumer makes
     records = [*mute_records(10, 11, 12, 14, 15)[:3], follow_record(1, 2, "13"), *mute_records(16, 17, 18, 19, 20)[3:]]
 
     assert await consumer.handle("shard-1", records, None) == "20"
@@ -103,7 +103,7 @@ async def test_the_stream_consumer_counts_the_follow_alone_and_drops_the_muters_
 async def test_a_batch_of_mutes_alone_moves_the_checkpoint_and_counts_nothing() -> None:
     table, cache, checkpoints = FakeCounterTable(), cached_pairs(), Checkpoints()
     applier = CounterApplier(table)
-    consumer = CountersConsumer(applier, checkpoints, CacheRepairer(cache, applier))  # type: ignore[arg-type]
+    consumer = CountersConsumer(applier, checkpoints, CacheRepairer(cache, applier))  # type: ignore[arg-type]  # Checkpoints: the CheckpointStore calls this consumer makes
 
     assert await consumer.handle("shard-1", mute_records(1, 2, 3, 4, 5), "0") == "5"
 
@@ -115,7 +115,7 @@ async def test_a_batch_of_mutes_alone_moves_the_checkpoint_and_counts_nothing() 
 async def test_the_lambda_marks_and_counts_the_follow_alone_and_drops_the_muters_pairs() -> None:
     table, cache = FakeCounterTable(), cached_pairs()
     applier = CounterApplier(table)
-    batches = LambdaBatches(applier, CacheRepairer(cache, applier), Checkpoints())  # type: ignore[arg-type]
+    batches = LambdaBatches(applier, CacheRepairer(cache, applier), Checkpoints())  # type: ignore[arg-type]  # Checkpoints: the CheckpointStore calls this consumer makes
 
     done = await batches.apply({"Records": [*mute_records(1, 2, 3, 4, 5), follow_record(1, 2, "6")]})
 
