@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 __all__ = ["SCOPES", "Caller", "CallerTable", "CallersFileError", "caller_entry", "mint_token", "token_sha256"]
 
-SCOPES = ("read", "write")
+SCOPES = ("read", "write", "admin")
+"""SPEC §7.1. ``admin`` is for the account lifecycle RPCs (§3b); no RPC of this release needs it,
+and it grants nothing else: a caller that also reads or writes lists those scopes too."""
 TOKEN_PREFIX = "sgt_"  # noqa: S105 - a marker in front of random tokens, not a secret
 """Minted tokens start with this, so secret scanners and humans can tell one when they see it."""
 _KEYS = {"name", "scopes", "token_sha256"}

@@ -146,7 +146,7 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
 
 def _token_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the caller's name, as it will appear in logs (e.g. feed)")
-    parser.add_argument("--scopes", default="read", help="comma-separated: read, write (default: read)")
+    parser.add_argument("--scopes", default="read", help="comma-separated: read, write, admin (default: read)")
 
 
 def _post_arguments(parser: argparse.ArgumentParser) -> None:

@@ -212,14 +212,14 @@ async def test_the_file_is_reloaded_when_it_changes_and_a_bad_version_keeps_the_
     assert set(staying) <= ALLOWED
     await eventually(lambda: auth.call(method, auth.tokens["both"]), lambda code: code == UNAUTHENTICATED, timeout=10)
     with capture_every_level() as logs:
-        bad = caller_entry("fine", ["read"], mint_token()) + "\n" + caller_entry("x", ["admin"], mint_token())
+        bad = caller_entry("fine", ["read"], mint_token()) + "\n" + caller_entry("x", ["owner"], mint_token())
         auth.callers_file.write_text(bad, encoding="utf-8")
         await eventually(
             lambda: asyncio.sleep(0), lambda _: any(e["event"] == "callers_file_rejected" for e in logs), timeout=10
         )
     rejected = next(e for e in logs if e["event"] == "callers_file_rejected")
     assert "line 6" in rejected["error"]
-    assert "admin" in rejected["error"]
+    assert "owner" in rejected["error"]
     assert await auth.call(method, newcomer) in ALLOWED
     assert await auth.call(method, auth.tokens["reader"]) in ALLOWED
     with capture_every_level() as logs:

@@ -55,7 +55,7 @@ def test_a_file_with_no_callers_but_a_comment_revokes_everyone() -> None:
         ('[caller]\nname = "feed"\n', "array of tables"),
         (entry(extra='role = "admin"\n'), "line 1: unknown key 'role'"),
         ('[[caller]]\nname = "feed"\nscopes = ["read"]\n', "line 1: missing 'token_sha256'"),
-        (entry(scopes='["read", "admin"]'), "unknown scope 'admin'"),
+        (entry(scopes='["read", "owner"]'), "unknown scope 'owner'"),
         (entry(scopes='"read"'), "scopes must be a list"),
         (entry(name=""), "name must be a non-empty string"),
         (entry(digest=HASH.upper()), "64 lower-case hex digits"),
@@ -127,3 +127,15 @@ def test_the_authenticator_identifies_then_authorizes() -> None:
             auth.identify(counts, metadata)
         assert "nope-token" not in refused.value.message
     assert auth.identify("/grpc.health.v1.Health/Check", []) is None
+
+
+def test_the_admin_scope_is_accepted_and_grants_no_other() -> None:
+    """SPEC §7.1's three scopes are accepted; an ``admin``-only caller may not read or write."""
+    token = mint_token()
+    table = CallerTable.parse(caller_entry("ops", ["admin"], token))
+    caller = table.find(token)
+    assert caller == Caller("ops", frozenset({"admin"}))
+    auth = Authenticator(table)
+    for method in ("/socialgraph.v1.SocialGraphService/GetCounts", "/socialgraph.v1.SocialGraphService/Mute"):
+        with pytest.raises(MissingScope):
+            auth.authorize(caller, method)

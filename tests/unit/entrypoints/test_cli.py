@@ -44,7 +44,7 @@ def test_token_prints_the_token_once_and_the_entry_that_admits_it(capsys: pytest
 
 
 @pytest.mark.parametrize(
-    "argv", [["token", "feed", "--scopes", "admin"], ["token", "feed", "--scopes", ""], ["token", 'a"b']]
+    "argv", [["token", "feed", "--scopes", "owner"], ["token", "feed", "--scopes", ""], ["token", 'a"b']]
 )
 def test_token_refuses_unknown_scopes_and_unquotable_names(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """A scope the server would refuse, or a name that would break the TOML, is a usage error (exit 2)."""
