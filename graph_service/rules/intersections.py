@@ -84,18 +84,14 @@ class KnownFollowers:
     async def list_known_followers(self, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(viewer_id, "viewer_id")
         require_id(user_id, "user_id")
-        return await self._pager.page(
-            f"known:{viewer_id}:{user_id}",
-            page_size,
-            page_token,
-            lambda n, a: self._intersections.known_followers(user_id, viewer_id, n, a),
-        )
+        return await self._page(f"known:{viewer_id}:{user_id}", viewer_id, user_id, page_size, page_token)
 
     async def list_mutual_follows(self, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
+        """The followers of ``user_id`` that it follows back: its known followers as seen by itself."""
         require_id(user_id, "user_id")
+        return await self._page(f"mutual:{user_id}", user_id, user_id, page_size, page_token)
+
+    async def _page(self, scope: str, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         return await self._pager.page(
-            f"mutual:{user_id}",
-            page_size,
-            page_token,
-            lambda n, a: self._intersections.known_followers(user_id, user_id, n, a),
+            scope, page_size, page_token, lambda n, a: self._intersections.known_followers(user_id, viewer_id, n, a)
         )

@@ -14,14 +14,12 @@ import pytest
 from graph_service.domain.errors import Blocked, FollowLimit, RateLimited, SelfFollow
 from graph_service.domain.models import BudgetGrant, FollowState
 from graph_service.entrypoints.rule_limits import rule_limits
-from graph_service.rules.graph import graph_rules
-from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
 from tests.support.contracts.follow_budget import ManualClock
-from tests.support.fakes.changes import RecordingChanges
 from tests.support.fakes.follow_budget import FakeFollowBudget
 from tests.support.fakes.graph import FakeGraph
 from tests.support.polling import eventually
+from tests.support.rules import rules_on
 
 SETTINGS = Settings(page_token_secret="unit-test-secret", follow_rate_limit=3, follow_rate_window_seconds=100)
 
@@ -31,18 +29,7 @@ class Limited:
         self.graph = FakeGraph()
         self.clock = ManualClock()
         self.budget = FakeFollowBudget(self.clock)
-        limits = rule_limits(settings)
-        suggester = Suggester(self.graph, self.graph, self.graph, None, limits)
-        self.service = graph_rules(
-            self.graph,
-            RecordingChanges(),
-            self.graph,
-            self.graph,
-            suggester,
-            limits,
-            budget=self.budget,
-            mutes=self.graph,
-        )
+        self.service = rules_on(self.graph, rule_limits(settings), budget=self.budget)
 
     def spent(self, actor: int) -> int:
         return len(self.budget.counted.get(actor, {}))

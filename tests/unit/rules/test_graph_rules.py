@@ -23,13 +23,13 @@ from graph_service.domain.errors import (
 from graph_service.domain.ids import MAX_ID
 from graph_service.domain.models import Counts, Direction, Edge, FollowState, PairState, Relationship
 from graph_service.entrypoints.rule_limits import rule_limits
-from graph_service.rules.graph import GraphRules, graph_rules
-from graph_service.rules.suggestions import Suggester
+from graph_service.rules.graph import GraphRules
 from graph_service.settings import Settings
 from tests.support.contracts.follow_budget import ManualClock
 from tests.support.fakes.changes import RecordingChanges
 from tests.support.fakes.follow_budget import FakeFollowBudget
 from tests.support.fakes.graph import FakeGraph
+from tests.support.rules import rules_on
 
 SETTINGS = Settings(page_token_secret="unit-test-secret")
 
@@ -40,12 +40,7 @@ def make_service(
     changes: RecordingChanges | None = None,
     clock: ManualClock | None = None,
 ) -> GraphRules:
-    limits = rule_limits(settings)
-    suggester = Suggester(graph, graph, graph, None, limits)
-    budget = FakeFollowBudget(clock or ManualClock())
-    return graph_rules(
-        graph, changes or RecordingChanges(), graph, graph, suggester, limits, budget=budget, mutes=graph
-    )
+    return rules_on(graph, rule_limits(settings), changes=changes, budget=FakeFollowBudget(clock or ManualClock()))
 
 
 @pytest.fixture

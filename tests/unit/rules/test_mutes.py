@@ -13,15 +13,12 @@ from graph_service.domain.errors import (
     Unavailable,
 )
 from graph_service.domain.models import Direction, Mute
-from graph_service.entrypoints.rule_limits import rule_limits
-from graph_service.rules.graph import GraphRules, graph_rules
+from graph_service.rules.graph import GraphRules
+from graph_service.rules.limits import RuleLimits
 from graph_service.rules.mutes import MAX_DURATION_NS, duration_ns
-from graph_service.rules.suggestions import Suggester
-from graph_service.settings import Settings
-from tests.support.contracts.follow_budget import ManualClock
 from tests.support.fakes.changes import RecordingChanges
-from tests.support.fakes.follow_budget import FakeFollowBudget
 from tests.support.fakes.graph import FakeGraph
+from tests.support.rules import rules_on
 
 SECOND_NS = 1_000_000_000
 
@@ -50,10 +47,7 @@ def changes() -> RecordingChanges:
 
 @pytest.fixture
 def rules(graph: FakeGraph, changes: RecordingChanges) -> GraphRules:
-    limits = rule_limits(Settings(page_token_secret="unit-test-secret"))
-    suggester = Suggester(graph, graph, graph, None, limits)
-    budget = FakeFollowBudget(ManualClock())
-    return graph_rules(graph, changes, graph, graph, suggester, limits, budget=budget, mutes=graph)
+    return rules_on(graph, RuleLimits(page_token_secrets=("unit-test-secret",)), changes=changes)
 
 
 @pytest.fixture
