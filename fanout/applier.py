@@ -12,9 +12,10 @@ from typing import assert_never
 
 import structlog
 
+from graph_service.domain.account_ports import AccountStates
 from graph_service.domain.models import EdgePage
 from graph_service.domain.ports import FollowerSource, TimelineWrites
-from graph_service.events.kinds import KIND_NAMES, Event, Follow, TweetPosted
+from graph_service.events.kinds import KIND_NAMES, AccountChange, AccountChanged, Event, Follow, TweetPosted
 from graph_service.telemetry.fanout import FanoutMetrics
 
 __all__ = ["Fanout", "FanoutConfig"]
@@ -37,8 +38,12 @@ class Fanout:
         timelines: TimelineWrites,
         config: FanoutConfig,
         *,
+        states: AccountStates,
         metrics: FanoutMetrics | None = None,
     ) -> None:
+        """``states``: the authors' lifecycle states, strongly consistent (a tweet of an account out
+        of the graph is not fanned out)."""
+        self._states = states
         self._metrics = metrics if metrics is not None else FanoutMetrics(kinds=KIND_NAMES)
         self._graph = graph
         self._timelines = timelines
@@ -53,6 +58,9 @@ class Fanout:
             case Follow():
                 await self.follow(event)
                 return 0
+            case AccountChanged():
+                await self.account(event)
+                return 0
             case _:
                 assert_never(event)
 
@@ -60,6 +68,12 @@ class Fanout:
         """Record the tweet as its author's; push it to every follower unless the author is a
         celebrity (then readers pull it). Returns how many timelines were written."""
         author = event.author_id
+        if not (await self._states.states([author]))[author].in_graph:
+            # Deactivated or deleted (SPEC §3b): neither recorded nor pushed; readers would not
+            # show it either.
+            self._metrics.away_skips.inc()
+            log.info("fanout_author_away", author_id=author, tweet_id=event.tweet_id)
+            return 0
         new_followers = await self._timelines.record_tweet(author, event.tweet_id)
         followers = await self._graph.follower_count(author)
         if followers >= self._threshold:
@@ -94,6 +108,15 @@ class Fanout:
             await self._timelines.remove(event.follower_id, recent)
         elif not await self._timelines.is_celebrity(event.followee_id):
             await self._timelines.merge(event.follower_id, recent)
+
+    async def account(self, event: AccountChanged) -> None:
+        """A deleted account's home timeline and recent tweets go (its job removes them too; this
+        also catches a tweet of it fanned out just before the deletion). A deactivation changes no
+        timeline: its tweets stay where they were pushed, hidden while it is away (readers check
+        each author's state), and are shown again when it comes back; the follows its job restores
+        are not new follows, so nothing is backfilled twice."""
+        if event.change is AccountChange.DELETED:
+            await self._timelines.forget_account(event.user_id)
 
     async def _follower_pages(self, author: int) -> AsyncGenerator[list[int], None]:
         """The author's followers page by page; the next page is read while the caller writes this one."""

@@ -103,6 +103,11 @@ class Settings:
     on this machine (localhost or a loopback address)."""
     auth_tokens_file: str = ""
     """TOML file of the callers and their scopes (SPEC §7.1); empty: no authentication (the local stack)."""
+    caller_token: str = field(default="", repr=False)
+    """``account``: the bearer token it sends to the service, of a caller with the admin scope (and read,
+    to wait for the job or ask the status); empty: none, for a service with authentication off."""
+    caller_ca_file: str = ""
+    """``account``: PEM CA bundle to verify the service's TLS certificate against; empty: plaintext."""
     auth_disabled: bool = False
     """Say on purpose that a server against real tables (any SG_DYNAMODB_ENDPOINT not on this machine)
     runs without SG_AUTH_TOKENS_FILE."""
@@ -120,6 +125,13 @@ class Settings:
     """The sliding window of SG_FOLLOW_RATE_LIMIT."""
     max_following: int = 7_500
     """Most follows plus pending requests one account may have (SPEC §7.2); 0: no cap."""
+    account_jobs: int = 2
+    """Account lifecycle jobs (SPEC §3b: archive, restore, delete) each serving process runs at once,
+    taken from the jobs' registry under a lease; 0: this process runs none."""
+    account_job_lease_seconds: float = 30.0
+    """A job whose process died is taken over by another within this long."""
+    account_job_poll_seconds: float = 1.0
+    """How often a serving process looks for jobs to run."""
     dynamodb_max_workers: int = 32
     """Threads that run blocking boto3 calls off the event loop."""
     shutdown_grace_seconds: float = 10.0
@@ -243,6 +255,11 @@ class Settings:
             raise SettingsError("SG_TABLE_PREFIX is too long")
         if self.follow_rate_limit < 0 or self.max_following < 0:
             raise SettingsError("SG_FOLLOW_RATE_LIMIT and SG_MAX_FOLLOWING must not be negative (0 turns them off)")
+        if self.account_jobs < 0 or self.account_job_lease_seconds < 1 or self.account_job_poll_seconds <= 0:
+            raise SettingsError(
+                "SG_ACCOUNT_JOBS must not be negative, SG_ACCOUNT_JOB_LEASE_SECONDS must be at least 1"
+                " and SG_ACCOUNT_JOB_POLL_SECONDS positive"
+            )
         if self.follow_rate_window_seconds < 1:
             raise SettingsError("SG_FOLLOW_RATE_WINDOW_SECONDS must be at least 1")
         if self.dynamodb_endpoint:

@@ -13,10 +13,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from graph_service.domain.accounts import Lifecycle
 from graph_service.domain.tweet_ids import created_at_us
 from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
-from graph_service.events.kinds import FOLLOW, TWEET, EventKind, Follow, Topic, TweetPosted, encode
+from graph_service.events.kinds import (
+    ACCOUNT,
+    FOLLOW,
+    TWEET,
+    AccountChange,
+    AccountChanged,
+    EventKind,
+    Follow,
+    Topic,
+    TweetPosted,
+    encode,
+)
 from graph_service.events.records import OutgoingRecord
+from graph_service.store import account_items as ai
 from graph_service.store.changes import edge_change
 from graph_service.tweets.tweet_store import parse_tweet
 
@@ -42,15 +55,52 @@ def _record_time_us(record: dict[str, Any]) -> int:
     return int(float(when or 0) * 1_000_000)
 
 
-def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
-    """A made or removed edge (its membership item) is a ``FollowEvent``; other items are not."""
-    change = edge_change(record)
+ACCOUNT_CHANGES = {
+    Lifecycle.DEACTIVATING: AccountChange.DEACTIVATED,
+    Lifecycle.REACTIVATING: AccountChange.REACTIVATED,
+    Lifecycle.DELETING: AccountChange.DELETED,
+}
+"""The lifecycle states a call moves an account to, and the event each is (its job's end is none)."""
+
+
+def account_event(record: dict[str, Any]) -> list[OutgoingRecord]:
+    """A committed lifecycle change (the state item written at a new generation) is an
+    ``AccountEvent``; the job's progress and its end (the same generation) are not."""
+    data = record.get("dynamodb", {})
+    new, old = data.get("NewImage"), data.get("OldImage") or {}
+    if record.get("eventName") not in {"INSERT", "MODIFY"} or not new:
+        return []
+    if old.get("gen") == new.get("gen"):
+        return []
+    change = ACCOUNT_CHANGES.get(Lifecycle(new["st"]["S"]))
     if change is None:
+        return []
+    return [encode(AccountChanged(int(data["Keys"]["pk"]["N"]), change, int(new["at"]["N"])))]
+
+
+def graph_events(record: dict[str, Any]) -> list[OutgoingRecord]:
+    """A made or removed edge (its membership item) is a ``FollowEvent``, unless an account's job
+    moved it (archived, restored or deleted with the account: SPEC §5); a lifecycle change is an
+    ``AccountEvent``; other items are none."""
+    sort_key = record.get("dynamodb", {}).get("Keys", {}).get("sk", {}).get("S")
+    if sort_key == ai.STATE:
+        return account_event(record)
+    change = edge_change(record)
+    if change is None or _moved_by_a_job(record, added=change.added):
         return []
     # A removal's time is the stream record's, which DynamoDB rounds down (to the second; DynamoDB
     # Local to the minute): never date it before the follow it undoes.
     at = change.at_us if change.added else max(_record_time_us(record), change.at_us)
     return [encode(Follow(change.follower_id, change.followee_id, change.added, at))]
+
+
+def _moved_by_a_job(record: dict[str, Any], *, added: bool) -> bool:
+    """The edge's item carries the job's mark: a restore's put (``rest``), or an archive's or
+    deletion's removal (``arch``, set just before; an unfollow after a restore removes an item with
+    ``rest`` only, which is an unfollow)."""
+    data = record.get("dynamodb", {})
+    image = data.get("NewImage" if added else "OldImage") or {}
+    return (ai.RESTORED_MARK if added else ai.ARCHIVE_MARK) in image
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,5 +121,5 @@ class Source:
 
 SOURCES = (
     Source(TWEETS, (TWEET,), tweet_events),
-    Source(FOLLOWERS, (FOLLOW,), graph_events),
+    Source(FOLLOWERS, (FOLLOW, ACCOUNT), graph_events),
 )

@@ -37,6 +37,7 @@ _READS = (
     "SuggestFollows",
     "ListFollowRequests",
     "ListMutes",
+    "GetAccountState",
 )
 _WRITES = (
     "Follow",
@@ -50,13 +51,17 @@ _WRITES = (
     "Mute",
     "Unmute",
 )
+_ADMINS = ("DeactivateAccount", "ReactivateAccount", "DeleteAccount")
 SCOPE_OF: dict[str, str] = {
     **{_GRAPH + name: "read" for name in _READS},
     **{_GRAPH + name: "write" for name in _WRITES},
+    **{_GRAPH + name: "admin" for name in _ADMINS},
     _TIMELINES + "GetHomeTimeline": "read",
 }
-"""The scope each RPC needs. A ``write`` caller that also reads needs both scopes. Written out RPC
-by RPC; ``tests/unit/api/test_callers.py`` checks that it names exactly the RPCs the protos declare."""
+"""The scope each RPC needs. A ``write`` caller that also reads needs both scopes; the account
+lifecycle's changes need ``admin`` (SPEC §7.1), which grants nothing else. Written out RPC by
+RPC; ``tests/unit/api/test_callers.py`` checks that it names exactly the RPCs the protos
+declare."""
 
 
 def required_scope(method: str) -> str | None:

@@ -12,6 +12,7 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 
 from graph_service.api.first_page_replies import FirstPageReplies
+from graph_service.domain.accounts import Lifecycle
 from graph_service.domain.models import Direction, Edge, FollowState
 from graph_service.domain.times import to_timestamp
 from graph_service.rules.graph import GraphRules
@@ -23,6 +24,16 @@ Context = Any  # grpc.aio.ServicerContext; unused by the handlers themselves
 _STATES = {
     FollowState.FOLLOWING: pb.FOLLOW_STATE_FOLLOWING,
     FollowState.REQUESTED: pb.FOLLOW_STATE_REQUESTED,
+}
+
+
+ACCOUNT_STATES = {
+    Lifecycle.ACTIVE: pb.ACCOUNT_STATE_ACTIVE,
+    Lifecycle.DEACTIVATING: pb.ACCOUNT_STATE_DEACTIVATING,
+    Lifecycle.DEACTIVATED: pb.ACCOUNT_STATE_DEACTIVATED,
+    Lifecycle.REACTIVATING: pb.ACCOUNT_STATE_REACTIVATING,
+    Lifecycle.DELETING: pb.ACCOUNT_STATE_DELETING,
+    Lifecycle.DELETED: pb.ACCOUNT_STATE_DELETED,
 }
 
 
@@ -186,4 +197,28 @@ class SocialGraphServicer(pb_grpc.SocialGraphServiceServicer):
                 for m in page.entries
             ],
             next_page_token=page.next_page_token,
+        )
+
+    async def DeactivateAccount(
+        self, request: pb.DeactivateAccountRequest, context: Context
+    ) -> pb.DeactivateAccountResponse:
+        await self._rules.accounts.deactivate(request.user_id)
+        return pb.DeactivateAccountResponse()
+
+    async def ReactivateAccount(
+        self, request: pb.ReactivateAccountRequest, context: Context
+    ) -> pb.ReactivateAccountResponse:
+        await self._rules.accounts.reactivate(request.user_id)
+        return pb.ReactivateAccountResponse()
+
+    async def DeleteAccount(self, request: pb.DeleteAccountRequest, context: Context) -> pb.DeleteAccountResponse:
+        await self._rules.accounts.delete(request.user_id)
+        return pb.DeleteAccountResponse()
+
+    async def GetAccountState(self, request: pb.GetAccountStateRequest, context: Context) -> pb.GetAccountStateResponse:
+        status = await self._rules.accounts.status(request.user_id)
+        return pb.GetAccountStateResponse(
+            state=ACCOUNT_STATES[status.state],
+            edges_done=status.edges_done,
+            edges_total=max(status.edges_total, status.edges_done),
         )

@@ -79,8 +79,9 @@ class CacheCalls:
         self._metrics = CacheMetrics()
 
     def _count(self, kind: str, hits: int, misses: int) -> None:
-        """Count ``hits`` and ``misses`` reads of ``kind`` (``privacy`` stays out of the ints)."""
-        if kind != "privacy":
+        """Count ``hits`` and ``misses`` reads of ``kind`` (the settings entries, ``privacy`` and
+        ``account_state``, stay out of the ints: they count the graph's own entries)."""
+        if kind not in ("privacy", "account_state"):
             self.hits += hits
             self.misses += misses
         self._metrics.count(kind, hits, misses)

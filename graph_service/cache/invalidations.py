@@ -19,6 +19,7 @@ from redis.commands.core import AsyncScript
 
 from graph_service.cache import keys
 from graph_service.cache.cache_calls import CacheCalls
+from graph_service.domain.errors import Unavailable
 from graph_service.domain.models import Direction, Edge
 from graph_service.domain.times import now_us
 from graph_service.redis_client.packed import script_calls
@@ -164,16 +165,22 @@ class Invalidations(CacheCalls):
                 keys.mute(owner, other),
                 keys.suggestions(owner),
                 keys.privacy(owner),
+                keys.account_state(owner),
             )
             for owner, state_key, direction, other in self._sides(follower_id, followee_id)
         ]
         return await self._in_both_slots(calls, essential=essential)
 
     def _dropping_privacy(self, user_id: int) -> Callable[[], Awaitable[object]]:
-        return lambda: self._drop(keys=[keys.privacy_epoch(user_id), keys.privacy(user_id)])
+        """The user's settings entries (privacy and lifecycle state) and their epoch."""
+        return lambda: self._drop(
+            keys=[keys.privacy_epoch(user_id), keys.privacy(user_id), keys.account_state(user_id)]
+        )
 
     async def drop_private(self, user_id: int, *, essential: bool = True) -> bool:
-        """Write-through after a committed privacy change; False: not settled (owed)."""
+        """Write-through after a committed privacy or lifecycle change: the user's settings entries
+        (privacy and lifecycle state; every near cache's copy with them) go and their epoch moves;
+        False: not settled (owed)."""
         ok, _ = await self._try(self._dropping_privacy(user_id), essential=essential)
         if not ok:
             self._owe(user_id, user_id)
@@ -189,6 +196,22 @@ class Invalidations(CacheCalls):
             self._owe(muter_id, muted_id)  # delivered as an invalidation of the pair's entries
             return False
         return await self._owed_delivered(muter_id, muted_id) if essential else True
+
+    async def forget_account(self, user_id: int) -> None:
+        """A deleted account's own entries (lists, counts, settings, suggestions) go and its epochs
+        move. Entries of a pair it was part of (``fs``, ``rl``, ``mu``) are left to their TTL: every
+        read naming the account answers from its state, not from them."""
+        own = [
+            keys.list_key(Direction.FOLLOWERS, user_id),
+            keys.list_key(Direction.FOLLOWING, user_id),
+            keys.list_tombstones(Direction.FOLLOWERS, user_id),
+            keys.list_tombstones(Direction.FOLLOWING, user_id),
+            keys.counts(user_id),
+            keys.suggestions(user_id),
+        ]
+        ok, _ = await self._try(self._dropping(user_id, *own), essential=True)
+        if not ok or not await self.drop_private(user_id):
+            raise Unavailable(f"the cache entries of account {user_id} could not be dropped")
 
     async def deliver_owed(self) -> None:
         """Stop retrying in the background and try every owed invalidation once more, now; what

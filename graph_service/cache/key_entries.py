@@ -7,9 +7,13 @@ fill if the user's epoch moved since it was read (a write came between the store
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
 
 from graph_service.cache import keys
 from graph_service.cache.cache_calls import CacheCalls
+from graph_service.domain.accounts import Lifecycle
 from graph_service.domain.models import Relationship
 
 __all__ = ["KeyEntries"]
@@ -108,6 +112,45 @@ class KeyEntries(CacheCalls):
             )
         )
 
+    async def get_states(self, user_ids: Sequence[int]) -> dict[int, Lifecycle]:
+        """The cached lifecycle states of those accounts that have one cached (from the near cache,
+        after a fence, when it holds them all: the hot path of every read that names accounts)."""
+        wanted = list(dict.fromkeys(user_ids))
+        if not self.trusted:
+            self._count("account_state", 0, len(wanted))
+            return {}
+        state_keys = [keys.account_state(u) for u in wanted]
+        near = await self._near_values("account_state", state_keys)
+        if near is not None:
+            self._count("account_state", len(wanted), 0)
+            return {u: Lifecycle(str(v)) for u, v in zip(wanted, near, strict=True)}
+        stamps = [self._near.stamp(key) for key in state_keys] if self._near is not None else []
+        ok, replies = await self._try(lambda: self._read(lambda pipe: self._queue_gets(pipe, state_keys)))
+        values: list[object] = [] if not ok or replies is None else _flat(replies)
+        found = {u: Lifecycle(str(v)) for u, v in zip(wanted, values, strict=False) if v is not None}
+        self._count("account_state", len(found), len(wanted) - len(found))
+        if self._near is not None and values:
+            for key, value, stamp in zip(state_keys, values, stamps, strict=True):
+                if value is not None:
+                    self._near.put(key, value, stamp)
+        return found
+
+    def _queue_gets(self, pipe: Any, state_keys: list[str]) -> None:
+        """One MGET on a single node (the keys are in many slots, which only a Cluster minds); a GET
+        each on a Cluster, which sends them to their nodes."""
+        if isinstance(self._redis, Redis):
+            pipe.execute_command("MGET", *state_keys)
+        else:
+            for key in state_keys:
+                pipe.get(key)
+
+    async def fill_state(self, user_id: int, state: Lifecycle, seen: str) -> None:
+        await self._try(
+            lambda: self._fill(
+                keys=[keys.privacy_epoch(user_id), keys.account_state(user_id)], args=[seen, state.value, self._ttl]
+            )
+        )
+
     async def get_suggestions(self, user_id: int) -> str | None:
         if not self.trusted:
             return None
@@ -119,6 +162,13 @@ class KeyEntries(CacheCalls):
         await self._try(
             lambda: self._fill(keys=[keys.epoch(user_id), keys.suggestions(user_id)], args=[seen, value, ttl_seconds])
         )
+
+
+def _flat(replies: list[object]) -> list[object]:
+    """The values of ``_queue_gets``' replies: one MGET's list, or a GET's value each."""
+    if len(replies) == 1 and isinstance(replies[0], list):
+        return list(replies[0])
+    return replies
 
 
 def _relationship(flags: object, mute: object) -> Relationship:

@@ -12,6 +12,7 @@ __all__ = [
     "TRUST_PREFIX",
     "TRUST_RESET",
     "TRUST_RUN",
+    "account_state",
     "counts",
     "epoch",
     "follow_state",
@@ -87,11 +88,18 @@ def privacy(user_id: int) -> str:
     return f"{PREFIX}:{{{user_id}}}:pv"
 
 
+def account_state(user_id: int) -> str:
+    """The account's lifecycle state (``Lifecycle``'s letter; SPEC §3b). Filled and dropped under the
+    user's settings epoch (``privacy_epoch``), which only privacy and lifecycle changes move."""
+    return f"{PREFIX}:{{{user_id}}}:st"
+
+
 def suggestions(user_id: int) -> str:
     """The user's ranked follow suggestions (JSON), kept for a short TTL."""
     return f"{PREFIX}:{{{user_id}}}:sg"
 
 
 def privacy_epoch(user_id: int) -> str:
-    """Bumped by every privacy change of the user; guards fills of ``privacy``."""
+    """The user's settings epoch: bumped by every privacy and lifecycle change of the user; guards
+    fills of ``privacy`` and ``account_state``."""
     return f"{PREFIX}:{{{user_id}}}:pe"

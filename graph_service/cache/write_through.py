@@ -29,7 +29,7 @@ class CacheWriteThrough:
     async def pair_settled(self, a: int, b: int) -> None:
         await self._settled(await self._cache.touch_pair(a, b), a, b)
 
-    async def privacy_settled(self, user_id: int) -> None:
+    async def settings_settled(self, user_id: int) -> None:
         await self._settled(await self._cache.drop_private(user_id), user_id, user_id)
 
     async def mute_settled(self, muter_id: int, muted_id: int) -> None:
@@ -53,7 +53,7 @@ class NoGraphCache:
     async def pair_settled(self, a: int, b: int) -> None:
         return None
 
-    async def privacy_settled(self, user_id: int) -> None:
+    async def settings_settled(self, user_id: int) -> None:
         return None
 
     async def mute_settled(self, muter_id: int, muted_id: int) -> None:

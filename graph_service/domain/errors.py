@@ -9,6 +9,8 @@ from __future__ import annotations
 from enum import Enum
 
 __all__ = [
+    "AccountDeactivated",
+    "AccountDeleted",
     "BatchTooLarge",
     "Blocked",
     "Code",
@@ -114,6 +116,26 @@ class Blocked(DomainError):
         super().__init__(
             "one of the accounts blocks the other", follower_id=str(follower_id), followee_id=str(followee_id)
         )
+
+
+class AccountDeactivated(DomainError):
+    """A follow or request to or from an account that is deactivated (SPEC §3b)."""
+
+    code = Code.FAILED_PRECONDITION
+    reason = "ACCOUNT_DEACTIVATED"
+
+    def __init__(self, user_id: int) -> None:
+        super().__init__(f"account {user_id} is deactivated", user_id=str(user_id))
+
+
+class AccountDeleted(DomainError):
+    """A call that needs an account that is deleted: a follow to or from it, or its reactivation."""
+
+    code = Code.FAILED_PRECONDITION
+    reason = "ACCOUNT_DELETED"
+
+    def __init__(self, user_id: int) -> None:
+        super().__init__(f"account {user_id} is deleted", user_id=str(user_id))
 
 
 class RequestNotFound(DomainError):

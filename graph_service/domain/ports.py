@@ -137,8 +137,8 @@ class GraphChanges(Protocol):
         """Requests or blocks between the two may have changed."""
         ...
 
-    async def privacy_settled(self, user_id: int) -> None:
-        """The account's privacy setting may have changed."""
+    async def settings_settled(self, user_id: int) -> None:
+        """The account's privacy setting or lifecycle state may have changed."""
         ...
 
     async def mute_settled(self, muter_id: int, muted_id: int) -> None:
@@ -424,6 +424,10 @@ class TimelineWrites(Protocol):
         ...
 
     async def mark_celebrity(self, author_id: int, followers: int) -> None: ...
+
+    async def forget_account(self, user_id: int) -> None:
+        """A deleted account's home timeline, recent tweets and celebrity mark."""
+        ...
 
     async def is_celebrity(self, author_id: int) -> bool: ...
 

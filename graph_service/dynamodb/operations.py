@@ -23,6 +23,7 @@ __all__ = [
     "Item",
     "backoff",
     "batch_get_all",
+    "conditional",
     "query_all",
     "transact_get",
     "transact_once",
@@ -40,6 +41,18 @@ async def backoff(attempt: int, *, base: float = 0.01, cap: float = 0.5) -> None
     """Full jitter: a random wait below ``base * 2**attempt``, at most ``cap`` seconds (the
     project's ``Backoff`` with no floor)."""
     await asyncio.sleep(Backoff(base, cap, floor=0.0).delay(attempt))
+
+
+async def conditional(dynamo: AsyncDynamo, operation: str, **kwargs: Any) -> bool:
+    """Run one conditional write (``put_item``, ``update_item``, ``delete_item``); False if its
+    condition refused it."""
+    try:
+        await dynamo.call(operation, **kwargs)
+    except ClientError as exc:
+        if error_code(exc) == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
 
 
 async def query_all(dynamo: AsyncDynamo, query: Item, *, limit: int | None = None) -> list[Item]:

@@ -345,6 +345,18 @@ COMMANDS: dict[str, Command] = {
         _token,
         _token_arguments,
     ),
+    "account": Command(
+        "deactivate, reactivate or delete an account through the service, or show its state",
+        "Ask the running service (SocialGraphService, with the caller token of SG_CALLER_TOKEN: the admin"
+        " scope, and read to wait or ask the status) to deactivate, reactivate or delete (irreversible) the"
+        " account USER_ID, then wait for the job the service runs, with a progress bar on a terminal and"
+        " a log line every few seconds otherwise, and print the state it ended in; status prints the"
+        " state and, during a job, how far it is. Exit 1 when the account is deleted (it cannot be"
+        " deactivated or reactivated), --timeout passed or a later change overtook this one (the job runs"
+        " on in the service either way), 2 for a missing or refused token, 3 when the service is unreachable.",
+        (*LOGS, "grpc_address", "caller_token", "caller_ca_file"),
+        *_lazy("graph_service.entrypoints.account"),
+    ),
 }
 
 

@@ -22,6 +22,7 @@ from graph_service.events.kafka import client_options, topic_check, topic_names
 from graph_service.events.kinds import KIND_NAMES
 from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
+from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
 from graph_service.telemetry.cache import CacheMetrics
 from graph_service.telemetry.fanout import FanoutMetrics
@@ -108,7 +109,8 @@ async def build_fanout(
     if cache is not None:
         cache.report_to(CacheMetrics(registry))
         followers = CachedFollowerSource(followers, cache)
-    fanout = Fanout(followers, timelines, fanout_config(settings), metrics=fanout_metrics)
+    states = DynamoAccounts(dynamo, TableNames(settings.table_prefix))
+    fanout = Fanout(followers, timelines, fanout_config(settings), states=states, metrics=fanout_metrics)
     consuming = WorkerConfig(
         topics=topic_names(settings),
         group=settings.fanout_group,

@@ -8,13 +8,17 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from account_jobs.job import AccountJob
+from account_jobs.worker import JobWorker
 from graph_service.api.auth import CallersFile
 from graph_service.api.server import GrpcServer, start_grpc_server
 from graph_service.api.tls import server_credentials
 from graph_service.cache.cached_graph import CachedGraphReads
+from graph_service.cache.cached_states import CachedAccountStates
 from graph_service.cache.graph_cache import GraphCache
 from graph_service.cache.lease import CacheLease
 from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
+from graph_service.domain.account_ports import AccountForgetting, AccountStates
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
@@ -27,7 +31,9 @@ from graph_service.rules.graph import graph_rules
 from graph_service.rules.home_timeline import HomeTimeline
 from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
+from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
+from graph_service.telemetry.account_jobs import AccountJobMetrics
 from graph_service.telemetry.cache import CacheMetrics, LeaseMetrics, NearCacheMetrics
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.registry import process_registry
@@ -137,6 +143,8 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     dynamo = AsyncDynamo.build(settings)
     tables = TableNames(settings.table_prefix)
     store = DynamoGraphStore(dynamo, tables)
+    accounts = DynamoAccounts(dynamo, tables)
+    states: AccountStates = accounts
     cache = build_graph_cache(settings, near=NearCacheMetrics(registry))
     timelines = build_timelines(settings)
     closers: list[Closer] = []
@@ -151,6 +159,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         cached = CachedGraphReads(store, cache)
         lease = build_cache_lease(settings, dynamo, cache, metrics=LeaseMetrics(registry))
         changes, reads, relationships, bulk_lists = CacheWriteThrough(cache, lease), cached, cached, cached.cold()
+        states = CachedAccountStates(accounts, cache)
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more
         if lease is not None:
             lease.start()
@@ -163,7 +172,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         closers.append(budget.aclose)
     closers += [_closing(dynamo), metrics.aclose]
     bounds = rule_limits(settings)
-    suggester = Suggester(reads, bulk_lists, relationships, cache, bounds)
+    suggester = Suggester(reads, bulk_lists, relationships, cache, bounds, states)
     graph = graph_rules(
         store,
         changes,
@@ -173,8 +182,20 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         bounds,
         budget=budget if budget is not None else Unlimited(),
         mutes=store,
+        states=states,
+        accounts=accounts,
     )
-    timeline = HomeTimeline(timelines, DynamoTweetStore(dynamo, tables), relationships, bounds)
+    timeline = HomeTimeline(timelines, DynamoTweetStore(dynamo, tables), relationships, bounds, states)
+    forgetting: list[AccountForgetting] = [f for f in (cache, budget, timelines) if f is not None]
+    jobs = JobWorker(
+        accounts,
+        AccountJob(accounts, forgetting),
+        concurrency=settings.account_jobs,
+        poll_seconds=settings.account_job_poll_seconds,
+        lease_seconds=settings.account_job_lease_seconds,
+        metrics=AccountJobMetrics(registry),
+    )
+    closers.insert(0, jobs.aclose)  # the jobs stop before the adapters they use close
     try:
         grpc = await start_grpc_server(
             settings.grpc_address,
@@ -191,6 +212,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         await close_all(closers)
         raise
     serving.append(grpc)
+    jobs.start()
     return ServerRuntime(grpc, cache, closers, callers, budget, metrics, lease)
 
 

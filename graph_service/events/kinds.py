@@ -27,10 +27,13 @@ from graph_service.domain.times import from_timestamp, to_timestamp
 from graph_service.events.records import OutgoingRecord, UnreadableEvent, headers, opened, parse
 
 __all__ = [
+    "ACCOUNT",
     "FOLLOW",
     "KINDS",
     "KIND_NAMES",
     "TWEET",
+    "AccountChange",
+    "AccountChanged",
     "Event",
     "EventKind",
     "Follow",
@@ -166,11 +169,52 @@ FOLLOW: EventKind[Follow] = EventKind(
 )
 
 
+# -- AccountEvent ---------------------------------------------------------------------------------
+
+
+class AccountChange(enum.Enum):
+    DEACTIVATED = pb.ACCOUNT_EVENT_TYPE_DEACTIVATED
+    REACTIVATED = pb.ACCOUNT_EVENT_TYPE_REACTIVATED
+    DELETED = pb.ACCOUNT_EVENT_TYPE_DELETED
+
+
+@dataclass(frozen=True, slots=True)
+class AccountChanged:
+    user_id: int
+    change: AccountChange
+    at_us: int
+
+
+def _account_message(event: AccountChanged) -> pb.AccountEvent:
+    return pb.AccountEvent(type=event.change.value, user_id=event.user_id, at=to_timestamp(event.at_us))
+
+
+def _account_event(message: pb.AccountEvent) -> AccountChanged:
+    if not is_id(message.user_id):
+        raise UnreadableEvent("malformed", "user_id must be an ID greater than 0")
+    try:
+        change = AccountChange(message.type)
+    except ValueError:
+        raise UnreadableEvent("malformed", f"account event type {message.type}") from None
+    return AccountChanged(message.user_id, change, _micros(message.at))
+
+
+ACCOUNT: EventKind[AccountChanged] = EventKind(
+    name="account",
+    event=AccountChanged,
+    message=pb.AccountEvent,
+    topic=Topic.GRAPH_EVENTS,
+    key=lambda event: event.user_id,
+    to_message=_account_message,
+    from_message=_account_event,
+)
+
+
 # -- the registry ---------------------------------------------------------------------------------
 
-Event = TweetPosted | Follow
+Event = TweetPosted | Follow | AccountChanged
 """Every typed event: what ``decode`` returns and ``Fanout.apply`` takes (mypy holds its match exhaustive)."""
-KINDS: tuple[EventKind[Any], ...] = (TWEET, FOLLOW)
+KINDS: tuple[EventKind[Any], ...] = (TWEET, FOLLOW, ACCOUNT)
 KIND_NAMES = tuple(kind.name for kind in KINDS)
 """The label values of the fanout's per-kind metrics (their series exist from the start)."""
 _BY_EVENT: dict[type, EventKind[Any]] = {kind.event: kind for kind in KINDS}

@@ -93,6 +93,10 @@ class RedisFollowBudget:
             return BudgetGrant(granted=True, ticket=ticket)
         return BudgetGrant(granted=False, retry_after_seconds=max(wait_ms, 1) / 1000)
 
+    async def forget_account(self, user_id: int) -> None:
+        """A deleted account's ledger of follows (SPEC §3b)."""
+        await retry_torn(lambda: self._redis.delete(budget_key(user_id)), attempts=ATTEMPTS)
+
     async def give_back(self, actor_id: int, ticket: str) -> None:
         try:
             await retry_torn(lambda: self._redis.zrem(budget_key(actor_id), ticket), attempts=ATTEMPTS)

@@ -7,6 +7,7 @@ from graph_service.domain.errors import Unavailable
 from graph_service.domain.models import AcceptOutcome, FollowResult
 from graph_service.domain.ports import GraphChanges, GraphWrites
 from graph_service.domain.times import now_us
+from graph_service.rules.presence import Presence
 from graph_service.rules.races import RACE_ATTEMPTS
 
 __all__ = ["Acceptance", "AccountIsPrivate"]
@@ -17,9 +18,10 @@ class AccountIsPrivate(Exception):
 
 
 class Acceptance:
-    def __init__(self, writes: GraphWrites, changes: GraphChanges) -> None:
+    def __init__(self, writes: GraphWrites, changes: GraphChanges, presence: Presence) -> None:
         self._writes = writes
         self._changes = changes
+        self._presence = presence
 
     async def accept(self, user_id: int, requester_id: int, *, while_public: bool) -> FollowResult | None:
         """Turn the pending request into a follow; the follow if there is one already, else None.
@@ -34,6 +36,7 @@ class Acceptance:
             at = now_us()
             outcome = await self._writes.accept(user_id, requester_id, requested_at, at, while_public=while_public)
             if outcome is AcceptOutcome.ACCEPTED:
+                await self._presence.after_made(requester_id, user_id, at, request=False)
                 return FollowResult(True, at)
             if outcome is AcceptOutcome.PRIVATE:
                 raise AccountIsPrivate(user_id)

@@ -17,6 +17,7 @@ from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites
 from graph_service.domain.times import now_us
 from graph_service.rules.accepting import Acceptance, AccountIsPrivate
 from graph_service.rules.follow_tickets import FollowTickets
+from graph_service.rules.presence import Presence
 from graph_service.rules.races import RACE_ATTEMPTS
 
 __all__ = ["Follows"]
@@ -30,9 +31,11 @@ class Follows:
         reads: GraphReads,
         acceptance: Acceptance,
         tickets: FollowTickets,
+        presence: Presence,
         *,
         max_following: int,
     ) -> None:
+        self._presence = presence
         self._writes = writes
         self._changes = changes
         self._reads = reads
@@ -45,6 +48,7 @@ class Follows:
         require_id(followee_id, "followee_id")
         if follower_id == followee_id:
             raise SelfFollow(follower_id)
+        await self._presence.require(follower_id, followee_id)
         private, grant = await self._tickets.take_during(follower_id, self._reads.is_private(followee_id))
         if not grant.granted:
             await self._refuse_unless_made(follower_id, followee_id, grant)
@@ -57,6 +61,9 @@ class Follows:
         # (boto3 runs on a thread that finishes it): the ticket stays counted.
         if not result.created:
             await self._tickets.give_back(follower_id, grant)  # a repeat costs no budget
+        else:
+            requested = result.state is FollowState.REQUESTED
+            await self._presence.after_made(follower_id, followee_id, result.at_us, request=requested)
         if result.state is FollowState.FOLLOWING:
             await self._changes.follow_settled(follower_id, followee_id, result.at_us, following=True)
         else:

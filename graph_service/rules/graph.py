@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graph_service.domain.account_ports import AccountStates, AccountStore
 from graph_service.domain.ports import (
     FollowBudget,
     GraphChanges,
@@ -17,6 +18,7 @@ from graph_service.domain.ports import (
     RelationshipReads,
 )
 from graph_service.rules.accepting import Acceptance
+from graph_service.rules.accounts import AccountLifecycle
 from graph_service.rules.blocks import Blocks
 from graph_service.rules.follow_tickets import FollowTickets
 from graph_service.rules.follows import Follows
@@ -26,6 +28,7 @@ from graph_service.rules.limits import RuleLimits
 from graph_service.rules.mutes import Mutes
 from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.rules.paging import Pager
+from graph_service.rules.presence import Presence
 from graph_service.rules.requests import FollowRequests
 from graph_service.rules.suggestions import Suggester
 
@@ -48,6 +51,8 @@ class GraphRules:
     """SuggestFollows."""
     mutes: Mutes
     """Mute, Unmute, ListMutes."""
+    accounts: AccountLifecycle
+    """DeactivateAccount, ReactivateAccount, DeleteAccount, GetAccountState."""
 
 
 def graph_rules(
@@ -60,20 +65,25 @@ def graph_rules(
     *,
     budget: FollowBudget,
     mutes: MuteStore,
+    states: AccountStates,
+    accounts: AccountStore,
 ) -> GraphRules:
     """``writes`` (and the strongly consistent reads a write decides from) go to the store;
     ``reads`` and ``relationships`` may be served through the cache; ``changes`` is told what every
     acknowledged write settled. ``mutes`` is the store (a user's mutes are read
-    from it directly: ``ListMutes`` is not cached)."""
+    from it directly: ``ListMutes`` is not cached). ``states`` may be served through the cache;
+    ``accounts`` is the store of the lifecycle states."""
     pager = Pager(PageTokenCodec(*limits.page_token_secrets), limits.default_page_size, limits.max_page_size)
-    acceptance = Acceptance(writes, changes)
+    presence = Presence(states, accounts)
+    acceptance = Acceptance(writes, changes, presence)
     tickets = FollowTickets(budget, limits.follow_rate_limit, limits.follow_rate_window_seconds)
     return GraphRules(
-        follows=Follows(writes, changes, reads, acceptance, tickets, max_following=limits.max_following),
-        requests=FollowRequests(writes, changes, reads, acceptance, pager),
+        follows=Follows(writes, changes, reads, acceptance, tickets, presence, max_following=limits.max_following),
+        requests=FollowRequests(writes, changes, reads, acceptance, pager, presence),
         blocks=Blocks(writes, changes),
-        queries=GraphQueries(reads, relationships, pager, max_batch_size=limits.max_batch_size),
-        known=KnownFollowers(Intersections(reads, limits.intersection_candidate_limit), pager),
+        queries=GraphQueries(reads, relationships, pager, presence, max_batch_size=limits.max_batch_size),
+        known=KnownFollowers(Intersections(reads, limits.intersection_candidate_limit), pager, presence),
         suggestions=suggester,
         mutes=Mutes(mutes, mutes, changes, pager),
+        accounts=AccountLifecycle(accounts, changes),
     )

@@ -1,10 +1,12 @@
 """GetHomeTimeline: pushed entries merged with followed celebrities' recent tweets, newest first.
 
 Every entry is checked against the graph when it is read: only tweets of accounts the user
-follows, and does not mute, at that moment are returned. That is what makes Unfollow, Block,
-RemoveFollower and Mute hide an account's tweets as soon as they return (and Unmute show them
-again), whatever the fanout worker is doing, and it
-needs each entry's author: from Redis (``tweet_author``), else from the tweets table.
+follows, and does not mute, at that moment, and that are in the graph (SPEC §3b: not deactivated
+or deleted), are returned. That is what makes Unfollow, Block, RemoveFollower, Mute and
+DeactivateAccount hide an account's tweets as soon as they return (and Unmute and
+ReactivateAccount show those still held again), whatever the fanout worker is doing, and it
+needs each entry's author: from Redis (``tweet_author``), else from the tweets table. An account
+out of the graph follows nobody: its own timeline is empty.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from graph_service.domain.account_ports import AccountStates
 from graph_service.domain.errors import TimelineUnavailable
 from graph_service.domain.ids import require_id
 from graph_service.domain.models import TweetCursor
@@ -48,11 +51,13 @@ class HomeTimeline:
         tweets: TweetAuthors,
         graph: RelationshipReads,
         limits: RuleLimits,
+        states: AccountStates,
     ) -> None:
         """``timelines`` is None when Redis is switched off: then every call is ``TIMELINE_UNAVAILABLE``."""
         self._timelines = timelines
         self._tweets = tweets
         self._graph = graph
+        self._states = states
         self._tokens = PageTokenCodec(*limits.page_token_secrets)
         self._celebrity_refresh = limits.celebrity_refresh_seconds
         self._celebrity_copy: tuple[float, list[int]] = (0.0, [])
@@ -71,6 +76,8 @@ class HomeTimeline:
         if self._timelines is None:
             raise TimelineUnavailable("timelines need Redis (SG_REDIS_URL is empty)")
         entries = await self._page(self._timelines, user_id, size, cursor.tweet_id if cursor else None)
+        if not (await self._states.states([user_id]))[user_id].in_graph:
+            return TimelinePage([], "")  # asked after the page: Redis down is TIMELINE_UNAVAILABLE first
         page, more = entries[:size], len(entries) > size
         token = self._tokens.encode(scope, TweetCursor(page[-1])) if more else ""
         return TimelinePage(page, token)
@@ -135,15 +142,23 @@ class HomeTimeline:
         return members
 
     async def _following(self, user_id: int, accounts: Iterable[int]) -> dict[int, bool]:
-        """Whether the user follows each account now and does not mute it (strongly consistent,
-        through the graph cache): the accounts whose tweets the timeline shows."""
+        """Whether the user follows each account now, does not mute it, and it is in the graph
+        (strongly consistent, through the caches): the accounts whose tweets the timeline shows."""
         wanted = set(accounts)
         others = sorted(wanted - {user_id})
         found: dict[int, bool] = dict.fromkeys(wanted, False)
+        if not others:
+            return found
         batches = [others[i : i + RELATIONSHIP_BATCH] for i in range(0, len(others), RELATIONSHIP_BATCH)]
         now = now_us()
-        for relationships in await asyncio.gather(*(self._graph.relationships(user_id, b) for b in batches)):
-            found.update((target, r.following and not r.as_of(now).muting) for target, r in relationships.items())
+        states, answers = await asyncio.gather(
+            self._states.states(others), asyncio.gather(*(self._graph.relationships(user_id, b) for b in batches))
+        )
+        for relationships in answers:
+            found.update(
+                (target, r.following and not r.as_of(now).muting and states[target].in_graph)
+                for target, r in relationships.items()
+            )
         return found
 
     async def _authors(self, timelines: TimelineReads, tweet_ids: list[int]) -> dict[int, int]:

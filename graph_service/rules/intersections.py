@@ -19,7 +19,8 @@ from __future__ import annotations
 from graph_service.domain.ids import require_id
 from graph_service.domain.models import Cursor, Direction, Edge, EdgePage
 from graph_service.domain.ports import IntersectionReads
-from graph_service.rules.paging import Page, Pager
+from graph_service.rules.paging import Page, Pager, no_entries
+from graph_service.rules.presence import Presence
 
 __all__ = ["Intersections", "KnownFollowers"]
 
@@ -77,9 +78,10 @@ class Intersections:
 class KnownFollowers:
     """The two RPCs over ``Intersections``, paged."""
 
-    def __init__(self, intersections: Intersections, pager: Pager) -> None:
+    def __init__(self, intersections: Intersections, pager: Pager, presence: Presence) -> None:
         self._intersections = intersections
         self._pager = pager
+        self._presence = presence
 
     async def list_known_followers(self, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(viewer_id, "viewer_id")
@@ -92,6 +94,8 @@ class KnownFollowers:
         return await self._page(f"mutual:{user_id}", user_id, user_id, page_size, page_token)
 
     async def _page(self, scope: str, viewer_id: int, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
+        if await self._presence.absent([viewer_id, user_id]):
+            return await self._pager.page(scope, page_size, page_token, no_entries)
         return await self._pager.page(
             scope, page_size, page_token, lambda n, a: self._intersections.known_followers(user_id, viewer_id, n, a)
         )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from graph_service.domain.errors import InvalidPageSize
-from graph_service.domain.models import Cursor, Edge
+from graph_service.domain.models import Cursor, Edge, EdgePage
 from graph_service.rules.identity_memo import IdentityMemo
 from graph_service.rules.page_tokens import PageTokenCodec
 
@@ -78,3 +78,9 @@ class Pager:
         if not remember or after is not None:  # the near cache keeps first lists' pages only
             return signed()
         return self._first_pages.get(scope, page, signed)
+
+
+async def no_entries(limit: int, after: Cursor | None) -> EdgePage:
+    """A ``fetch`` for a list that is empty whatever is stored (an account out of the graph): the
+    request's size and token are still checked."""
+    return EdgePage(entries=[], has_more=False)

@@ -15,7 +15,8 @@ from graph_service.domain.ids import require_id, require_pair
 from graph_service.domain.models import Edge
 from graph_service.domain.ports import GraphChanges, GraphReads, GraphWrites
 from graph_service.rules.accepting import Acceptance, AccountIsPrivate
-from graph_service.rules.paging import Page, Pager
+from graph_service.rules.paging import Page, Pager, no_entries
+from graph_service.rules.presence import Presence
 from graph_service.rules.races import RACE_ATTEMPTS
 
 __all__ = ["SWEEP_BATCH", "FollowRequests"]
@@ -27,8 +28,15 @@ SWEEP_BATCH = 100
 
 class FollowRequests:
     def __init__(
-        self, writes: GraphWrites, changes: GraphChanges, reads: GraphReads, acceptance: Acceptance, pager: Pager
+        self,
+        writes: GraphWrites,
+        changes: GraphChanges,
+        reads: GraphReads,
+        acceptance: Acceptance,
+        pager: Pager,
+        presence: Presence,
     ) -> None:
+        self._presence = presence
         self._writes = writes
         self._changes = changes
         self._reads = reads
@@ -37,6 +45,7 @@ class FollowRequests:
 
     async def accept_request(self, user_id: int, requester_id: int) -> None:
         require_pair(user_id, "user_id", requester_id, "requester_id")
+        await self._presence.require(user_id, requester_id)
         if await self._acceptance.accept_settled(user_id, requester_id, while_public=False) is None:
             raise RequestNotFound(user_id, requester_id)
 
@@ -56,7 +65,7 @@ class FollowRequests:
         is accepted before the call returns (a failed call, retried, finishes the sweep)."""
         require_id(user_id, "user_id")
         await self._writes.set_private(user_id, private)
-        await self._changes.privacy_settled(user_id)
+        await self._changes.settings_settled(user_id)
         if private:
             return
         accepted = 0
@@ -80,6 +89,8 @@ class FollowRequests:
 
     async def list_requests(self, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(user_id, "user_id")
+        if not await self._presence.in_graph(user_id):
+            return await self._pager.page(f"requests:{user_id}", page_size, page_token, no_entries)
         return await self._pager.page(
             f"requests:{user_id}", page_size, page_token, lambda n, a: self._reads.list_requests(user_id, n, a)
         )

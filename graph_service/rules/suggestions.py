@@ -5,7 +5,8 @@ and of each only its ``suggest_per_followee`` most recent followees (at most 200
 entries by default, read from the list caches where warm). Candidates are ranked by that count,
 ties by ascending user ID; then, in ranked batches of 100, every candidate the user already
 follows or has asked to follow, or that is blocked either way, is dropped (one relationship
-lookup per batch) until ``MAX_SUGGESTIONS`` are found.
+lookup per batch) until ``MAX_SUGGESTIONS`` are found. An account out of the graph (deactivated or
+deleted) is dropped when the suggestions are served, not when ranked.
 
 The ranking is cached under the user's slot for ``suggest_cache_ttl_seconds``; every write
 between the user and anyone (follow, request, block...) drops it, and the fill is guarded by
@@ -19,6 +20,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from graph_service.domain.account_ports import AccountStates
 from graph_service.domain.errors import InvalidLimit
 from graph_service.domain.ids import require_id
 from graph_service.domain.models import Direction
@@ -48,6 +50,7 @@ class Suggester:
         relationships: RelationshipReads,
         cache: SuggestionCache | None,
         limits: RuleLimits,
+        states: AccountStates,
     ) -> None:
         """``lists`` reads the user's own followees (a list worth caching whole); ``bulk_lists``
         reads each followee's followees once, so it must not start whole-list cache fills."""
@@ -55,6 +58,7 @@ class Suggester:
         self._bulk_lists = bulk_lists
         self._relationships = relationships
         self._cache = cache
+        self._states = states
         self._sample = limits.suggest_followee_sample
         self._per_followee = limits.suggest_per_followee
         self._ttl = limits.suggest_cache_ttl_seconds
@@ -67,17 +71,27 @@ class Suggester:
         return await self.suggest(user_id, limit or DEFAULT_SUGGESTIONS)
 
     async def suggest(self, user_id: int, limit: int) -> list[Suggestion]:
+        """The ranking (cached, or made now), without the accounts out of the graph (SPEC §3b: never
+        suggested; decided now, since an account may leave while a ranking is cached)."""
+        states = await self._states.states([user_id])
+        if not states[user_id].in_graph:
+            return []
+        ranked = await self._ranking(user_id)  # at most MAX_SUGGESTIONS
+        present = await self._states.states([s.user_id for s in ranked]) if ranked else {}
+        return [s for s in ranked if present[s.user_id].in_graph][:limit]
+
+    async def _ranking(self, user_id: int) -> list[Suggestion]:
         if self._cache is None:
-            return (await self._rank(user_id))[:limit]
+            return await self._rank(user_id)
         cached = await self._cache.get_suggestions(user_id)
         if cached is not None:
-            return [Suggestion(u, s, n) for u, s, n in json.loads(cached)][:limit]
+            return [Suggestion(u, s, n) for u, s, n in json.loads(cached)]
         seen = await self._cache.epoch(user_id)
         ranked = await self._rank(user_id)
         if seen is not None:
             value = json.dumps([[s.user_id, s.score, s.mutual_count] for s in ranked])
             await self._cache.fill_suggestions(user_id, value, seen, self._ttl)
-        return ranked[:limit]
+        return ranked
 
     async def _rank(self, user_id: int) -> list[Suggestion]:
         followees = (await self._lists.list_edges(Direction.FOLLOWING, user_id, self._sample, None)).entries

@@ -103,25 +103,13 @@ class DynamoGraphStore:
         return it.edge_puts(self._followers, self._following, follower_id, followee_id, at_us)
 
     def _edge_deletes(self, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
-        return [
-            it.delete_if_at(self._followers, it.key(it.EDGE, followee_id, follower_id), at_us),
-            it.delete(self._followers, it.order_key(it.EDGE_ORDER, followee_id, Edge(follower_id, at_us))),
-            it.delete(self._following, it.key(it.EDGE, follower_id, followee_id)),
-            it.delete(self._following, it.order_key(it.EDGE_ORDER, follower_id, Edge(followee_id, at_us))),
-        ]
+        return it.edge_deletes(self._followers, self._following, follower_id, followee_id, at_us)
 
     def _request_puts(self, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
-        request = Edge(follower_id, at_us)
-        return [
-            it.put(self._followers, it.item(it.key(it.REQUEST, followee_id, follower_id), request), only_new=True),
-            it.put(self._followers, it.item(it.order_key(it.REQUEST_ORDER, followee_id, request), request)),
-        ]
+        return it.request_puts(self._followers, self._following, follower_id, followee_id, at_us)
 
     def _request_deletes(self, requester_id: int, user_id: int, at_us: int) -> list[Item]:
-        return [
-            it.delete_if_at(self._followers, it.key(it.REQUEST, user_id, requester_id), at_us),
-            it.delete(self._followers, it.order_key(it.REQUEST_ORDER, user_id, Edge(requester_id, at_us))),
-        ]
+        return it.request_deletes(self._followers, self._following, requester_id, user_id, at_us)
 
     def _absent(self, prefix: str, owner: int, other: int) -> Item:
         return it.check_absent(self._followers, it.key(prefix, owner, other))
@@ -223,7 +211,7 @@ class DynamoGraphStore:
         return await self._commit([*elements, self._outgoing(follower_id, -removed)])
 
     async def add_block(self, blocker_id: int, blocked_id: int, at_us: int, pair: PairState) -> bool:
-        """Up to 15 elements: the block, and for each direction the edge's deletes (or a check that
+        """Up to 17 elements: the block, and for each direction the edge's deletes (or a check that
         there is none) and the request's deletes (or a check that there is none), and the follower's
         outgoing count made smaller by what was removed."""
         block = it.item(it.key(it.BLOCK, blocker_id, blocked_id), Edge(blocked_id, at_us))

@@ -9,7 +9,8 @@ every rule can be a condition inside the transaction that writes:
 =========================  ==========================================================
 ``E#<A>`` / ``T#<t>#<A>``  A follows B (membership / newest-first order); mirrored in
                            ``following`` pk=A as ``E#<B>`` / ``T#<t>#<B>``
-``R#<A>`` / ``RT#<t>#<A>`` A's pending request to follow B (membership / order)
+``R#<A>`` / ``RT#<t>#<A>`` A's pending request to follow B (membership / order); mirrored in
+                           ``following`` pk=A as ``R#<B>`` (so that A's own requests can be found)
 ``B#<A>``                  B blocks A
 ``M#<A>`` / ``MT#<t>#<A>`` B mutes A (membership / newest-first order): ``exp`` (when it
                            ends, 0: never), ``ntf`` (BOOL), and ``expires_at`` for TTL
@@ -45,6 +46,7 @@ __all__ = [
     "count_outgoing",
     "delete",
     "delete_if_at",
+    "edge_deletes",
     "edge_puts",
     "follow_elements",
     "item",
@@ -55,6 +57,8 @@ __all__ = [
     "parse_mute",
     "put",
     "reclaimed_after",
+    "request_deletes",
+    "request_puts",
     "settings_key",
 ]
 
@@ -199,6 +203,36 @@ def edge_puts(followers: str, following: str, follower_id: int, followee_id: int
         put(followers, item(order_key(EDGE_ORDER, followee_id, made), made)),
         put(following, item(key(EDGE, follower_id, followee_id), mirror), only_new=True),
         put(following, item(order_key(EDGE_ORDER, follower_id, mirror), mirror)),
+    ]
+
+
+def edge_deletes(followers: str, following: str, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
+    """The four items of the follow edge made at ``at_us`` deleted (its ``E#`` only if it is still that one)."""
+    return [
+        delete_if_at(followers, key(EDGE, followee_id, follower_id), at_us),
+        delete(followers, order_key(EDGE_ORDER, followee_id, Edge(follower_id, at_us))),
+        delete(following, key(EDGE, follower_id, followee_id)),
+        delete(following, order_key(EDGE_ORDER, follower_id, Edge(followee_id, at_us))),
+    ]
+
+
+def request_puts(followers: str, following: str, follower_id: int, followee_id: int, at_us: int) -> list[Item]:
+    """A pending request's ``R#`` (only if new) and ``RT#`` in ``followers``, and its mirror ``R#`` in
+    ``following`` (the requester's own requests)."""
+    request, mirror = Edge(follower_id, at_us), Edge(followee_id, at_us)
+    return [
+        put(followers, item(key(REQUEST, followee_id, follower_id), request), only_new=True),
+        put(followers, item(order_key(REQUEST_ORDER, followee_id, request), request)),
+        put(following, item(key(REQUEST, follower_id, followee_id), mirror)),
+    ]
+
+
+def request_deletes(followers: str, following: str, requester_id: int, user_id: int, at_us: int) -> list[Item]:
+    """A pending request's three items deleted (its ``R#`` only if it is still the one made at ``at_us``)."""
+    return [
+        delete_if_at(followers, key(REQUEST, user_id, requester_id), at_us),
+        delete(followers, order_key(REQUEST_ORDER, user_id, Edge(requester_id, at_us))),
+        delete(following, key(REQUEST, requester_id, user_id)),
     ]
 
 

@@ -1,8 +1,9 @@
 """Prometheus metrics of every process (SPEC §7.4): the metric objects, shared by the layers that count.
 
-Every metric group (one class per module: ``CacheMetrics`` with ``NearCacheMetrics`` and ``LeaseMetrics``,
-``CountersMetrics``, ``FanoutMetrics``, ``LimitMetrics``, ``RelayMetrics``, ``RpcMetrics``,
-``StreamMetrics``, ``TopicMetrics``) is exported here, with ``FailureLog`` (rate-limited failure lines).
+Every metric group (one class per module: ``AccountJobMetrics``, ``CacheMetrics`` with
+``NearCacheMetrics`` and ``LeaseMetrics``, ``CountersMetrics``, ``FanoutMetrics``, ``LimitMetrics``,
+``RelayMetrics``, ``RpcMetrics``, ``StreamMetrics``, ``TopicMetrics``) is exported here, with
+``FailureLog`` (rate-limited failure lines).
 
 Each process (each runtime: ``serve``, ``counters``, ``relay``, ``fanout``) owns one
 ``CollectorRegistry`` made by ``process_registry()`` and hands the metric groups built on it to the
@@ -14,6 +15,7 @@ A component built without a metric group (unit tests, tools) counts into a priva
 nobody reads: the counting code has no "metrics off" branch.
 """
 
+from graph_service.telemetry.account_jobs import AccountJobMetrics
 from graph_service.telemetry.cache import CacheMetrics, LeaseMetrics, NearCacheMetrics
 from graph_service.telemetry.counters import CountersMetrics
 from graph_service.telemetry.failures import FailureLog
@@ -27,6 +29,7 @@ from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
 from graph_service.telemetry.topics import TopicMetrics
 
 __all__ = [
+    "AccountJobMetrics",
     "CacheMetrics",
     "ConsumerMetrics",
     "CountersMetrics",

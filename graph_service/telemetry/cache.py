@@ -1,11 +1,11 @@
 """The graph cache's metrics: hits and misses by kind, and whether reads may use it at all.
 
 Kinds: ``follow_state`` (IsFollowing), ``lists`` (a page of a cached whole adjacency list),
-``counts``, ``relationships`` (one per target of GetRelationships), ``privacy`` (a user's private
-flag). The two gauges are read when scraped: ``socialgraph_cache_breaker_open`` is 1 while Redis is
-not asked after a failure, ``socialgraph_cache_owed_invalidations`` is how many edges have a failed
-write-through whose invalidation is still owed (while above 0, reads skip the cache).
-"""
+``counts``, ``relationships`` (one per target of GetRelationships), ``privacy`` (a user's
+private flag), ``account_state`` (one per account a call names: its lifecycle state). The two
+gauges are read when scraped: ``socialgraph_cache_breaker_open`` is 1 while Redis is not asked
+after a failure, ``socialgraph_cache_owed_invalidations`` is how many edges have a failed
+write-through whose invalidation is still owed (while above 0, reads skip the cache)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 __all__ = ["KINDS", "NEAR_KINDS", "CacheMetrics", "LeaseMetrics", "NearCacheMetrics"]
 
-KINDS = ("follow_state", "lists", "counts", "relationships", "privacy")
-NEAR_KINDS = ("follow_state", "lists", "counts", "relationships")
+KINDS = ("follow_state", "lists", "counts", "relationships", "privacy", "account_state")
+NEAR_KINDS = ("follow_state", "lists", "counts", "relationships", "account_state")
 
 
 class CacheMetrics:

@@ -59,6 +59,11 @@ class FanoutMetrics:
             "Tweets not pushed because their author has at least SG_CELEBRITY_THRESHOLD followers (pulled at read).",
             registry=registry,
         )
+        self.away_skips = Counter(
+            "socialgraph_fanout_away_skips",
+            "Tweets not recorded or pushed because their author is deactivated or deleted (SPEC §3b).",
+            registry=registry,
+        )
         listed = f" ({', '.join(names)})" if names else ""
         self.events = Counter(
             "socialgraph_fanout_events", f"Events applied, by kind{listed}.", ["kind"], registry=registry

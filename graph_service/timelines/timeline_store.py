@@ -140,6 +140,15 @@ class TimelineStore:
         return int(await self._remove(keys=[keys.home(user_id)], args=list(tweet_ids)))
 
     @_redis_call
+    async def forget_account(self, user_id: int) -> None:
+        """A deleted account's home timeline, recent tweets and new-followers set, and its place
+        among the celebrities (SPEC §3b); one slot, so one transaction."""
+        pipe = self._redis.pipeline(transaction=isinstance(self._redis, Redis))
+        pipe.delete(keys.home(user_id), keys.recent(user_id), keys.new_followers(user_id))
+        await pipe.execute()
+        await self._redis.zrem(keys.CELEBRITIES, str(user_id))
+
+    @_redis_call
     async def mark_celebrity(self, author_id: int, followers: int) -> None:
         await self._redis.zadd(keys.CELEBRITIES, {str(author_id): followers})
 

@@ -40,7 +40,7 @@ FLAGS = (  # a Relationship's
     "muting",
     "muting_notifications",
 )
-KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl|mu):(\d+)|(fl|fg|cnt|ep|pe|pv|sg))(:fill:.*|:gone)?$")
+KEY = re.compile(r"^sg:\{(\d+)\}:(?:(fs|rl|mu):(\d+)|(fl|fg|cnt|ep|pe|pv|sg|st))(:fill:.*|:gone)?$")
 
 
 # -- calls --------------------------------------------------------------------------------------
@@ -247,8 +247,8 @@ async def assert_cache_agrees(
             assert match, f"unexpected cache key {key}"
             owner, pair_kind, other, kind, suffix = match.groups()
             user = int(owner)
-            if kind in ("ep", "pe", "pv", "sg") or pair_kind == "mu" or (suffix or "").startswith(":fill:"):
-                continue  # privacy, suggestions and mutes are checked by the relationship and mute tests
+            if kind in ("ep", "pe", "pv", "sg", "st") or pair_kind == "mu" or (suffix or "").startswith(":fill:"):
+                continue  # settings, suggestions and mutes are checked by their own tests
             if pair_kind == "rl":  # these storms make edges only: the other four flags stay clear
                 value = await client.get(key)
                 if value is not None:

@@ -7,6 +7,7 @@ from graph_service.rules.graph import GraphRules, graph_rules
 from graph_service.rules.limits import RuleLimits
 from graph_service.rules.suggestions import Suggester
 from tests.support.contracts.follow_budget import ManualClock
+from tests.support.fakes.accounts import FakeAccounts
 from tests.support.fakes.changes import RecordingChanges
 from tests.support.fakes.follow_budget import FakeFollowBudget
 from tests.support.fakes.graph import FakeGraph
@@ -20,10 +21,13 @@ def rules_on(
     *,
     changes: RecordingChanges | None = None,
     budget: FollowBudget | None = None,
+    accounts: FakeAccounts | None = None,
 ) -> GraphRules:
     """Every rule over ``graph`` (the store, the reads, the relationships and the mutes at once);
-    ``budget`` defaults to a ledger on a clock that never moves."""
-    suggester = Suggester(graph, graph, graph, None, limits)
+    ``budget`` defaults to a ledger on a clock that never moves; ``accounts`` (the lifecycle states)
+    to a fresh one over ``graph``."""
+    states = accounts if accounts is not None else FakeAccounts(graph)
+    suggester = Suggester(graph, graph, graph, None, limits, states)
     return graph_rules(
         graph,
         changes or RecordingChanges(),
@@ -33,4 +37,6 @@ def rules_on(
         limits,
         budget=budget if budget is not None else FakeFollowBudget(ManualClock()),
         mutes=graph,
+        states=states,
+        accounts=states,
     )

@@ -75,6 +75,8 @@ def make_settings(dynamodb_endpoint: str, redis_url: str, **overrides: object) -
         # on (tests/integration/cache/test_near_cache.py, tests/e2e/test_near_cache.py, whose
         # `serve` children have it by default), and the API suites passed with it on.
         near_cache_entries=0,
+        # A job is taken within a fifth of a second of its call (the registry is polled this often).
+        account_job_poll_seconds=0.2,
     )
     return replace(base, **overrides)  # type: ignore[arg-type]  # the caller's Settings fields
 

@@ -36,6 +36,7 @@ def test_every_field_can_be_set_from_its_env_var() -> None:
         "kafka_bootstrap_servers": ("b-1:9094, b-2:9094", "b-1:9094, b-2:9094"),
         "lease_seconds": ("2.5", 2.5),  # at least 1
         "serve_processes": ("3", 3),  # 1 to 64
+        "account_job_lease_seconds": ("2.5", 2.5),  # at least 1
     }
     tls = {"SG_TLS_CERT_FILE": "c.pem", "SG_TLS_KEY_FILE": "k.pem"}  # fields that need their companions
     companions = {"tls_cert_file": tls, "tls_key_file": tls, "tls_client_ca_file": tls}

@@ -63,7 +63,7 @@ class ChangesContract:
         assert await changes.relationships.relationships(a, [b]) == {b: Relationship()}
         assert not await changes.reads.is_private(b)
         await changes.store.set_private(b, True)
-        await changes.changes.privacy_settled(b)
+        await changes.changes.settings_settled(b)
         assert await changes.store.add_request(a, b, 1000) is Made.CREATED
         await changes.changes.pair_settled(a, b)
         assert await changes.relationships.relationships(a, [b]) == {b: Relationship(requested=True)}
@@ -87,7 +87,7 @@ class ChangesContract:
         for _ in range(2):
             await changes.changes.follow_settled(a, b, None, following=False)
             await changes.changes.pair_settled(a, b)
-            await changes.changes.privacy_settled(a)
+            await changes.changes.settings_settled(a)
             await changes.changes.mute_settled(a, b)
         assert not await changes.reads.is_following(a, b)
         assert await changes.relationships.relationships(a, [b]) == {b: Relationship()}

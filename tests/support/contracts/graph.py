@@ -99,7 +99,7 @@ class NotifyingWrites:
 
     async def set_private(self, user_id: int, private: bool) -> None:
         await self._store.set_private(user_id, private)
-        await self._changes.privacy_settled(user_id)
+        await self._changes.settings_settled(user_id)
 
 
 class GraphContract:

@@ -142,3 +142,16 @@ class TimelinesContract:
         await timelines.mark_celebrity(32, 10_000)
         assert await timelines.is_celebrity(31)
         assert await timelines.celebrities() == [32, 31]  # by follower count when marked
+
+    async def test_forgetting_an_account_removes_its_timeline_tweets_and_mark_only(self, timelines: Timelines) -> None:
+        await timelines.merge(41, [1, 2])
+        await timelines.record_tweet(41, 3)
+        await timelines.note_follow(41, 42, followed=True)
+        await timelines.mark_celebrity(41, 20_000)
+        await timelines.merge(43, [3])
+        await timelines.forget_account(41)
+        assert (await timelines.home(41), await timelines.recent(41)) == ([], [])
+        assert not await timelines.is_celebrity(41)
+        assert await timelines.record_tweet(41, 4) == []  # the new follower is forgotten too
+        assert await timelines.home(43) == [3]  # what it pushed elsewhere is the readers' to hide
+        await timelines.forget_account(41)  # idempotent

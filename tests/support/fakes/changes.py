@@ -11,7 +11,7 @@ Notice = tuple[str, int, int]
 class RecordingChanges:
     def __init__(self) -> None:
         self.notices: list[Notice] = []
-        """(kind, a, b): ``follow`` / ``unfollow`` (follower, followee), ``pair`` (a, b), ``privacy`` (user,
+        """(kind, a, b): ``follow`` / ``unfollow`` (follower, followee), ``pair`` (a, b), ``settings`` (user,
         user), ``mute`` (muter, muted)."""
 
     def settled_pairs(self) -> set[frozenset[int]]:
@@ -24,8 +24,8 @@ class RecordingChanges:
     async def pair_settled(self, a: int, b: int) -> None:
         self.notices.append(("pair", a, b))
 
-    async def privacy_settled(self, user_id: int) -> None:
-        self.notices.append(("privacy", user_id, user_id))
+    async def settings_settled(self, user_id: int) -> None:
+        self.notices.append(("settings", user_id, user_id))
 
     async def mute_settled(self, muter_id: int, muted_id: int) -> None:
         self.notices.append(("mute", muter_id, muted_id))

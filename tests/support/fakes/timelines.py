@@ -99,6 +99,12 @@ class FakeTimelines:
     async def mark_celebrity(self, author_id: int, followers: int) -> None:
         self.celebrity_scores[author_id] = followers
 
+    async def forget_account(self, user_id: int) -> None:
+        self.homes.pop(user_id, None)
+        self.recents.pop(user_id, None)
+        self.new_followers.pop(user_id, None)
+        self.celebrity_scores.pop(user_id, None)
+
     async def is_celebrity(self, author_id: int) -> bool:
         return author_id in self.celebrity_scores
 

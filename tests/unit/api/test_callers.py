@@ -85,15 +85,18 @@ def test_a_bad_file_is_refused_naming_the_line(text: str, message: str) -> None:
 
 
 def test_every_rpc_of_ours_needs_a_scope_and_other_services_none() -> None:
-    """Reads need ``read``, writes ``write``; health and reflection are open; an RPC of ours missing
-    from the table fails closed (needs ``write``)."""
+    """Reads need ``read``, writes ``write``, the account lifecycle's changes ``admin``; health and
+    reflection are open; an RPC of ours missing from the table fails closed (needs ``write``)."""
     assert required_scope("/socialgraph.v1.SocialGraphService/IsFollowing") == "read"
     assert required_scope("/socialgraph.v1.SocialGraphService/Follow") == "write"
     assert required_scope("/socialgraph.v1.TimelineService/GetHomeTimeline") == "read"
     assert required_scope("/grpc.health.v1.Health/Check") is None
     assert required_scope("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo") is None
     assert required_scope(OUR_PACKAGE + "SocialGraphService/SomethingNew") == "write"
-    assert set(SCOPE_OF.values()) == {"read", "write"}
+    for name in ("DeactivateAccount", "ReactivateAccount", "DeleteAccount"):
+        assert required_scope(f"/socialgraph.v1.SocialGraphService/{name}") == "admin"
+    assert required_scope("/socialgraph.v1.SocialGraphService/GetAccountState") == "read"
+    assert set(SCOPE_OF.values()) == {"read", "write", "admin"}
 
 
 def test_the_scope_table_names_exactly_the_rpcs_the_protos_declare() -> None:

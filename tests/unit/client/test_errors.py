@@ -10,7 +10,10 @@ import pytest
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from socialgraph_client import (
+    DOMAIN,
     Aborted,
+    AccountDeactivatedError,
+    AccountDeletedError,
     AlreadyExists,
     Cancelled,
     DeadlineExceeded,
@@ -29,7 +32,14 @@ from socialgraph_client import (
 from socialgraph_client.errors import error_from_rpc
 
 from graph_service.api.error_mapping import to_grpc_status
-from graph_service.domain.errors import Blocked, InvalidDuration, RateLimited
+from graph_service.domain.errors import (
+    AccountDeactivated,
+    AccountDeleted,
+    Blocked,
+    DomainError,
+    InvalidDuration,
+    RateLimited,
+)
 
 
 class Failed(grpc.RpcError):
@@ -87,7 +97,7 @@ def test_reason_and_metadata_come_from_the_servers_error_info() -> None:
     """The server's own mapping of ``Blocked`` read back by the client."""
     status = to_grpc_status(Blocked(1, 2))
     error = error_from_rpc(Failed(grpc.StatusCode.FAILED_PRECONDITION, status.details, status.trailing_metadata), "r")
-    assert isinstance(error, FailedPrecondition)
+    assert type(error) is FailedPrecondition  # a reason without a class of its own stays in its family
     assert error.reason == Reason.BLOCKED
     assert error.metadata
     assert error.retry_after is None
@@ -156,3 +166,65 @@ def test_another_domains_error_info_is_not_taken_for_a_reason() -> None:
     rich = status_pb2.Status(code=14, message="no", details=[detail]).SerializeToString()
     error = error_from_rpc(Failed(grpc.StatusCode.UNAVAILABLE, "no", (("grpc-status-details-bin", rich),)), "r")
     assert (error.reason, error.metadata) == ("", {})
+
+
+def with_error_info(code: grpc.StatusCode, reason: str, domain: str = DOMAIN) -> Failed:
+    """A failed call whose status details carry one ``ErrorInfo``, as the server writes them."""
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.ErrorInfo(reason=reason, domain=domain, metadata={"user_id": "7"}))
+    status = status_pb2.Status(code=code.value[0], message="account 7 is not active", details=[detail])
+    return Failed(code, status.message, (("grpc-status-details-bin", status.SerializeToString()),))
+
+
+ACCOUNT_ERRORS = [(Reason.ACCOUNT_DEACTIVATED, AccountDeactivatedError), (Reason.ACCOUNT_DELETED, AccountDeletedError)]
+
+
+@pytest.mark.parametrize(("reason", "kind"), ACCOUNT_ERRORS, ids=[reason.value for reason, _ in ACCOUNT_ERRORS])
+def test_an_account_reason_raises_its_own_class_within_failed_precondition(
+    reason: Reason, kind: type[FailedPrecondition]
+) -> None:
+    """``except AccountDeletedError`` and ``except FailedPrecondition`` both catch it."""
+    error = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, reason), "r-1")
+    assert type(error) is kind
+    assert isinstance(error, FailedPrecondition)
+    assert (error.code, error.reason, error.metadata, error.request_id) == (
+        grpc.StatusCode.FAILED_PRECONDITION, reason, {"user_id": "7"}, "r-1",
+    )  # fmt: skip
+    assert f"FAILED_PRECONDITION {reason.value}: account 7 is not active" in str(error)
+
+
+SERVER_ACCOUNT_ERRORS = [(AccountDeactivated(7), AccountDeactivatedError), (AccountDeleted(7), AccountDeletedError)]
+
+
+@pytest.mark.parametrize(
+    ("domain_error", "kind"), SERVER_ACCOUNT_ERRORS, ids=[error.reason for error, _ in SERVER_ACCOUNT_ERRORS]
+)
+def test_the_servers_account_errors_read_back_as_their_classes(
+    domain_error: DomainError, kind: type[FailedPrecondition]
+) -> None:
+    """The server's own mapping of ``AccountDeactivated`` and ``AccountDeleted`` read back by the client."""
+    status = to_grpc_status(domain_error)
+    error = error_from_rpc(Failed(status.code, status.details, status.trailing_metadata), "r")
+    assert type(error) is kind
+    assert (error.reason, error.metadata) == (domain_error.reason, {"user_id": "7"})
+
+
+@pytest.mark.parametrize(("reason", "kind"), ACCOUNT_ERRORS, ids=[reason.value for reason, _ in ACCOUNT_ERRORS])
+def test_an_account_error_survives_pickling_as_its_class(reason: Reason, kind: type[FailedPrecondition]) -> None:
+    error = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, reason), "r-1")
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
+    assert type(copy) is kind
+    assert (copy.reason, copy.metadata, str(copy)) == (error.reason, error.metadata, str(error))
+
+
+def test_an_account_reason_under_another_code_stays_in_that_codes_family() -> None:
+    """The class is picked by code and reason together: a misplaced reason never changes the family."""
+    error = error_from_rpc(with_error_info(grpc.StatusCode.NOT_FOUND, Reason.ACCOUNT_DELETED), "r")
+    assert type(error) is NotFound
+    assert error.reason == Reason.ACCOUNT_DELETED
+
+
+def test_an_account_reason_of_another_domain_is_a_plain_failed_precondition() -> None:
+    error = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, "ACCOUNT_DELETED", "proxy.x"), "r")
+    assert type(error) is FailedPrecondition
+    assert error.reason == ""

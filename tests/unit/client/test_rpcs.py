@@ -31,6 +31,7 @@ def test_writes_are_the_rpcs_that_change_the_graph() -> None:
     assert writes == {
         "Follow", "Unfollow", "SetPrivacy", "AcceptFollowRequest", "RejectFollowRequest",
         "Block", "Unblock", "RemoveFollower", "Mute", "Unmute",
+        "DeactivateAccount", "ReactivateAccount", "DeleteAccount",
     }  # fmt: skip
     heavy = {rpc.name for rpc in rpcs.ALL if rpc.kind is Kind.HEAVY}
     assert heavy == {"SuggestFollows", "ListKnownFollowers", "ListMutualFollows"}

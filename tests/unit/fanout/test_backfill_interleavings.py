@@ -20,6 +20,7 @@ import pytest
 from fanout.applier import Fanout, FanoutConfig
 from graph_service.domain.models import Cursor, Edge, EdgePage
 from graph_service.events.kinds import Follow, TweetPosted
+from tests.support.fakes.accounts import ALL_ACTIVE
 from tests.support.fakes.timelines import FakeTimelines
 
 CONFIG = FanoutConfig(batch_size=2, celebrity_threshold=100)
@@ -93,7 +94,7 @@ def orders() -> Iterator[tuple[str, ...]]:
 async def run_in_order(order: tuple[str, ...], tweet_id: int = 5000) -> list[int]:
     gates = Gates()
     followers, timelines = LaggingFollowers(gates), GatedTimelines(gates)
-    fanout = Fanout(followers, timelines, CONFIG)
+    fanout = Fanout(followers, timelines, CONFIG, states=ALL_ACTIVE)
     tasks = [
         asyncio.create_task(fanout.tweet(TweetPosted(tweet_id, AUTHOR, 0))),
         asyncio.create_task(fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))),
@@ -131,7 +132,7 @@ async def test_three_tweets_before_between_and_after_the_follow_s_event_all_arri
     followers, timelines = LaggingFollowers(gates), FakeTimelines()
     for name in GATED:
         gates.open[name].set()
-    fanout = Fanout(followers, timelines, CONFIG)
+    fanout = Fanout(followers, timelines, CONFIG, states=ALL_ACTIVE)
     await fanout.tweet(TweetPosted(5001, AUTHOR, 0))  # before the follow committed
     await fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))
     await fanout.tweet(TweetPosted(5002, AUTHOR, 0))  # after its event, the list not settled yet
@@ -145,7 +146,7 @@ async def test_after_an_unfollow_s_event_a_new_tweet_is_not_pushed_and_the_old_o
     followers, timelines = LaggingFollowers(gates), FakeTimelines()
     for name in GATED:
         gates.open[name].set()
-    fanout = Fanout(followers, timelines, CONFIG)
+    fanout = Fanout(followers, timelines, CONFIG, states=ALL_ACTIVE)
     await fanout.tweet(TweetPosted(5001, AUTHOR, 0))
     await fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))
     await fanout.follow(Follow(FOLLOWER, AUTHOR, False, 0))  # the list never showed the follow
@@ -161,7 +162,7 @@ async def test_a_celebrity_s_new_followers_get_no_push() -> None:
     for name in GATED:
         gates.open[name].set()
     followers.visible |= set(range(1000, 1000 + CONFIG.celebrity_threshold))
-    fanout = Fanout(followers, timelines, CONFIG)
+    fanout = Fanout(followers, timelines, CONFIG, states=ALL_ACTIVE)
     await fanout.follow(Follow(FOLLOWER, AUTHOR, True, 0))
     assert await fanout.tweet(TweetPosted(5001, AUTHOR, 0)) == 0
     assert FOLLOWER not in timelines.homes or timelines.homes[FOLLOWER] == []

@@ -393,7 +393,7 @@ async def test_every_acknowledged_write_settles_its_pair_even_when_it_changed_no
         (service.blocks.block, (7, 8), ("pair", 7, 8)),
         (service.blocks.block, (7, 8), ("pair", 7, 8)),
         (service.blocks.unblock, (9, 10), ("pair", 9, 10)),
-        (service.requests.set_privacy, (11, True), ("privacy", 11, 11)),
+        (service.requests.set_privacy, (11, True), ("settings", 11, 11)),
     ]
     for call, arguments, notice in writes:
         changes.notices.clear()

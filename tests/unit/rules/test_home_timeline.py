@@ -13,6 +13,7 @@ from graph_service.entrypoints.rule_limits import rule_limits
 from graph_service.rules.home_timeline import MIN_WINDOW, HomeTimeline
 from graph_service.rules.page_tokens import PageTokenCodec
 from graph_service.settings import Settings
+from tests.support.fakes.accounts import FakeAccounts
 from tests.support.fakes.graph import FakeGraph
 from tests.support.fakes.timelines import FakeTimelines
 from tests.support.fakes.tweets import FakeTweets
@@ -26,7 +27,8 @@ class World:
         self.graph = FakeGraph()
         self.timelines = FakeTimelines()
         self.tweets = FakeTweets()
-        self.service = HomeTimeline(self.timelines, self.tweets, self.graph, rule_limits(settings))
+        self.accounts = FakeAccounts(self.graph)
+        self.service = HomeTimeline(self.timelines, self.tweets, self.graph, rule_limits(settings), self.accounts)
 
     async def post(self, author: int, n: int = 1, *, pushed_to: tuple[int, ...] = (USER,)) -> list[int]:
         """``n`` tweets of ``author``, recorded and pushed as the fanout would; oldest first."""
@@ -160,7 +162,8 @@ async def test_a_token_is_bound_to_its_user_and_to_timelines(world: World) -> No
 
 
 async def test_without_timelines_every_call_is_unavailable_after_validation() -> None:
-    service = HomeTimeline(None, FakeTweets(), FakeGraph(), rule_limits(SETTINGS))
+    graph = FakeGraph()
+    service = HomeTimeline(None, FakeTweets(), graph, rule_limits(SETTINGS), FakeAccounts(graph))
     assert not service.has_timelines
     with pytest.raises(InvalidUserId):
         await service.home_timeline(0, 0, "")

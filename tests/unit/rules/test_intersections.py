@@ -16,6 +16,7 @@ from graph_service.limits.follow_budget import Unlimited
 from graph_service.rules.graph import GraphRules, graph_rules
 from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
+from tests.support.fakes.accounts import FakeAccounts
 from tests.support.fakes.graph import FakeGraph
 
 SETTINGS = Settings(page_token_secret="unit-test-secret")
@@ -56,8 +57,20 @@ class CountingReads:
 
 def make_service(graph: FakeGraph, reads: CountingReads, settings: Settings) -> GraphRules:
     limits = rule_limits(settings)
-    suggester = Suggester(reads, reads, graph, None, limits)
-    return graph_rules(graph, NoGraphCache(), reads, graph, suggester, limits, budget=Unlimited(), mutes=graph)
+    accounts = FakeAccounts(graph)
+    suggester = Suggester(reads, reads, graph, None, limits, accounts)
+    return graph_rules(
+        graph,
+        NoGraphCache(),
+        reads,
+        graph,
+        suggester,
+        limits,
+        budget=Unlimited(),
+        mutes=graph,
+        states=accounts,
+        accounts=accounts,
+    )
 
 
 async def test_candidate_load_gives_up_past_the_limit_when_counts_lag() -> None:

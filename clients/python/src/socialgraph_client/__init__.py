@@ -8,6 +8,8 @@ from socialgraph_client._version import API_FINGERPRINT, API_PACKAGE, __version_
 from socialgraph_client.aio import AsyncSocialGraphClient
 from socialgraph_client.errors import (
     Aborted,
+    AccountDeactivatedError,
+    AccountDeletedError,
     AlreadyExists,
     Cancelled,
     ConnectError,
@@ -28,6 +30,8 @@ from socialgraph_client.reasons import DOMAIN, Reason
 from socialgraph_client.sync import SocialGraphClient
 from socialgraph_client.tls import TlsConfig
 from socialgraph_client.values import (
+    AccountState,
+    AccountStatus,
     Counts,
     FollowEntry,
     FollowState,
@@ -43,6 +47,10 @@ __all__ = [
     "API_PACKAGE",
     "DOMAIN",
     "Aborted",
+    "AccountDeactivatedError",
+    "AccountDeletedError",
+    "AccountState",
+    "AccountStatus",
     "AlreadyExists",
     "AsyncSocialGraphClient",
     "Cancelled",

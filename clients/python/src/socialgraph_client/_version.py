@@ -7,9 +7,9 @@ file to the protos through ``API_FINGERPRINT``); a fix to the client alone raise
 
 __all__ = ["API_FINGERPRINT", "API_PACKAGE", "__version__"]
 
-__version__ = "1.1.0"
+__version__ = "1.2.0"
 API_PACKAGE = "socialgraph.v1"
 """The proto package this client speaks; its version number is the client's major version."""
-API_FINGERPRINT = "1575f0c6da572aa3"
+API_FINGERPRINT = "1fc9cf71705a2625"
 """SHA-256 (first 16 hex digits) of the ``.proto`` files this version was cut from. A test fails
 when the protos change and this does not: raise the minor version, then set the new fingerprint."""

@@ -7,7 +7,7 @@ Add an RPC here (and to ``rpcs.py``), then run the script.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -17,12 +17,15 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import timeline_pb2 as tpb
 
 from socialgraph_client import rpcs
-from socialgraph_client.aio_transport import AsyncTransport, walk_pages
+from socialgraph_client.account_wait import AccountWait
+from socialgraph_client.aio_transport import AsyncTransport, sleep, walk_pages
 from socialgraph_client.calls import Planner
 from socialgraph_client.channel import plan_channel
+from socialgraph_client.errors import DeadlineExceeded
 from socialgraph_client.options import Deadlines, Metadata, RetryPolicy
 from socialgraph_client.tls import TlsConfig
 from socialgraph_client.values import (
+    AccountStatus,
     Counts,
     FollowEntry,
     FollowState,
@@ -422,6 +425,69 @@ class AsyncSocialGraphClient:
             ),
             page_token,
         )
+
+    # Account lifecycle (the three changes need the admin scope)
+
+    async def deactivate_account(
+        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Take the account out of the graph at once; a background job then archives its edges and
+        requests (``wait_for_account``). Idempotent; ``AccountDeletedError`` for a deleted account."""
+        request = pb.DeactivateAccountRequest(user_id=user_id)
+        await self._transport.call(rpcs.DEACTIVATE_ACCOUNT, request, timeout, metadata)
+
+    async def reactivate_account(
+        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Bring a deactivated account back; a background job restores its archived edges and requests
+        intact. Idempotent; ``AccountDeletedError`` for a deleted account."""
+        request = pb.ReactivateAccountRequest(user_id=user_id)
+        await self._transport.call(rpcs.REACTIVATE_ACCOUNT, request, timeout, metadata)
+
+    async def delete_account(
+        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> None:
+        """Irreversible: deactivate at once, then a background job removes every item about the
+        account. Idempotent."""
+        request = pb.DeleteAccountRequest(user_id=user_id)
+        await self._transport.call(rpcs.DELETE_ACCOUNT, request, timeout, metadata)
+
+    async def get_account_state(
+        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> AccountStatus:
+        """The account's lifecycle state and, during a job, how far it is."""
+        request = pb.GetAccountStateRequest(user_id=user_id)
+        return AccountStatus.of(await self._transport.call(rpcs.GET_ACCOUNT_STATE, request, timeout, metadata))
+
+    async def wait_for_account(
+        self,
+        user_id: int,
+        *,
+        timeout: float | None = None,
+        poll_interval: float = 0.5,
+        progress: Callable[[AccountStatus], object] | None = None,
+        metadata: Metadata | None = None,
+    ) -> AccountStatus:
+        """Poll ``get_account_state`` every ``poll_interval`` seconds until no job runs (a state other
+        than ``DEACTIVATING``, ``REACTIVATING``, ``DELETING``), and return that status.
+
+        ``progress``: called with each status polled, the last one included. ``timeout``: seconds for
+        the whole wait (None: no limit; each poll then has the read deadline), after which
+        ``DeadlineExceeded`` names the last state seen. A poll's own error is raised as it is.
+        """
+        wait = AccountWait(user_id, timeout, poll_interval)
+        while True:
+            try:
+                status = await self.get_account_state(user_id, timeout=wait.poll_timeout(), metadata=metadata)
+            except DeadlineExceeded as error:
+                if not wait.over():
+                    raise  # the read deadline of a wait without a timeout
+                raise wait.expired() from error
+            if progress is not None:
+                progress(status)
+            if wait.finished(status):
+                return status
+            await sleep(wait.pause())
 
     # Home timeline (TimelineService, same channel)
 

@@ -1,4 +1,5 @@
-"""The asyncio transport: a ``grpc.aio`` channel, the retry loop, and the page walker."""
+"""The asyncio transport: a ``grpc.aio`` channel, the retry loop, the page walker, and the pause
+between polls."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from socialgraph_client.options import Metadata
 from socialgraph_client.rpcs import Rpc
 from socialgraph_client.values import Page
 
-__all__ = ["AsyncTransport", "walk_pages"]
+__all__ = ["AsyncTransport", "sleep", "walk_pages"]
 
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=Message)
@@ -84,3 +85,8 @@ async def walk_pages(fetch: Callable[[str], Awaitable[Page[T]]], page_token: str
         if not page.next_page_token:
             return
         page_token = page.next_page_token
+
+
+async def sleep(seconds: float) -> None:
+    """The pause between two polls (``wait_for_account``), without blocking the event loop."""
+    await asyncio.sleep(seconds)

@@ -3,7 +3,8 @@
 Catch the family (``except NotFound``), read the stable ``reason`` (compare with ``Reason``), log
 ``request_id`` (the ID the server logged the call under). The status details are read from the
 ``grpc-status-details-bin`` trailer: ``google.rpc.ErrorInfo`` gives ``reason`` and ``metadata``,
-``google.rpc.RetryInfo`` gives ``retry_after``.
+``google.rpc.RetryInfo`` gives ``retry_after``. A few reasons a caller must tell apart have a class
+of their own within their family (``AccountDeactivatedError`` is a ``FailedPrecondition``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import grpc
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
-from socialgraph_client.reasons import DOMAIN
+from socialgraph_client.reasons import DOMAIN, Reason
 
 __all__ = [
     "Aborted",
+    "AccountDeactivatedError",
+    "AccountDeletedError",
     "AlreadyExists",
     "Cancelled",
     "ConnectError",
@@ -107,6 +110,22 @@ class FailedPrecondition(SocialGraphError):
     codes = (grpc.StatusCode.FAILED_PRECONDITION,)
 
 
+class AccountDeactivatedError(FailedPrecondition):
+    """An account of the call is deactivated (``ACCOUNT_DEACTIVATED``): a follow to or from it is
+    refused until ``reactivate_account``."""
+
+    for_reason: ClassVar[str] = Reason.ACCOUNT_DEACTIVATED
+    """The ``ErrorInfo.reason`` this class stands for, within its family's codes."""
+
+
+class AccountDeletedError(FailedPrecondition):
+    """An account of the call is deleted (``ACCOUNT_DELETED``), for good: a follow to or from it, and its
+    reactivation, are refused."""
+
+    for_reason: ClassVar[str] = Reason.ACCOUNT_DELETED
+    """The ``ErrorInfo.reason`` this class stands for, within its family's codes."""
+
+
 class Aborted(SocialGraphError):
     codes = (grpc.StatusCode.ABORTED,)
 
@@ -175,6 +194,12 @@ _FAMILIES: dict[grpc.StatusCode, type[SocialGraphError]] = {
     for code in family.codes
 }
 
+_BY_REASON: dict[tuple[grpc.StatusCode, str], type[SocialGraphError]] = {
+    (code, kind.for_reason): kind for kind in (AccountDeactivatedError, AccountDeletedError) for code in kind.codes
+}
+"""The classes of single reasons, keyed by code too: a reason under a code its class does not stand for
+(a server bug, a proxy) stays in its code's family rather than changing family."""
+
 
 def error_from_rpc(error: grpc.RpcError, request_id: str, attempts: int = 1) -> SocialGraphError:
     """The typed error for a failed call (``grpc.RpcError`` of the sync API or ``AioRpcError``)."""
@@ -183,7 +208,7 @@ def error_from_rpc(error: grpc.RpcError, request_id: str, attempts: int = 1) -> 
     reason, metadata, retry_after = _details(call.trailing_metadata() or ())
     # The server echoes the ID it logged the call under (its own when the one sent was unusable).
     echoed = [value for key, value in call.initial_metadata() or () if key == REQUEST_ID_KEY]
-    family = _FAMILIES.get(code, SocialGraphError)
+    family = _BY_REASON.get((code, reason)) or _FAMILIES.get(code, SocialGraphError)
     return family(
         code,
         call.details() or "",

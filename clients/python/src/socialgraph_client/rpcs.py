@@ -80,6 +80,15 @@ REMOVE_FOLLOWER = Rpc(GRAPH, "RemoveFollower", pb.RemoveFollowerRequest, pb.Remo
 MUTE = Rpc(GRAPH, "Mute", pb.MuteRequest, pb.MuteResponse, Kind.WRITE)
 UNMUTE = Rpc(GRAPH, "Unmute", pb.UnmuteRequest, pb.UnmuteResponse, Kind.WRITE)
 LIST_MUTES = Rpc(GRAPH, "ListMutes", pb.ListMutesRequest, pb.ListMutesResponse, Kind.READ)
+# The lifecycle writes return at once (a background job does the work), so the write deadline fits.
+DEACTIVATE_ACCOUNT = Rpc(
+    GRAPH, "DeactivateAccount", pb.DeactivateAccountRequest, pb.DeactivateAccountResponse, Kind.WRITE
+)
+REACTIVATE_ACCOUNT = Rpc(
+    GRAPH, "ReactivateAccount", pb.ReactivateAccountRequest, pb.ReactivateAccountResponse, Kind.WRITE
+)
+DELETE_ACCOUNT = Rpc(GRAPH, "DeleteAccount", pb.DeleteAccountRequest, pb.DeleteAccountResponse, Kind.WRITE)
+GET_ACCOUNT_STATE = Rpc(GRAPH, "GetAccountState", pb.GetAccountStateRequest, pb.GetAccountStateResponse, Kind.READ)
 GET_HOME_TIMELINE = Rpc(
     TIMELINES, "GetHomeTimeline", tpb.GetHomeTimelineRequest, tpb.GetHomeTimelineResponse, Kind.READ
 )
@@ -106,6 +115,10 @@ ALL: tuple[Rpc[Any, Any], ...] = (
     MUTE,
     UNMUTE,
     LIST_MUTES,
+    DEACTIVATE_ACCOUNT,
+    REACTIVATE_ACCOUNT,
+    DELETE_ACCOUNT,
+    GET_ACCOUNT_STATE,
     GET_HOME_TIMELINE,
 )
 """Every RPC the clients call; a test checks it against the protos' service descriptors."""

@@ -1,4 +1,5 @@
-"""The blocking transport: a ``grpc`` channel, the retry loop, and the page walker (thread-safe)."""
+"""The blocking transport: a ``grpc`` channel, the retry loop, the page walker (thread-safe), and the
+pause between polls."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from socialgraph_client.options import Metadata
 from socialgraph_client.rpcs import Rpc
 from socialgraph_client.values import Page
 
-__all__ = ["SyncTransport", "walk_pages"]
+__all__ = ["SyncTransport", "sleep", "walk_pages"]
 
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=Message)
@@ -85,3 +86,8 @@ def walk_pages(fetch: Callable[[str], Page[T]], page_token: str) -> Iterator[T]:
         if not page.next_page_token:
             return
         page_token = page.next_page_token
+
+
+def sleep(seconds: float) -> None:
+    """The pause between two polls (``wait_for_account``): the asyncio transport's ``sleep``, blocking."""
+    time.sleep(seconds)

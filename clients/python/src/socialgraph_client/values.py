@@ -8,7 +8,20 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Counts", "FollowEntry", "FollowState", "MuteEntry", "Page", "PendingRequest", "Relationship", "Suggestion"]
+from socialgraph.v1 import social_graph_pb2 as pb
+
+__all__ = [
+    "AccountState",
+    "AccountStatus",
+    "Counts",
+    "FollowEntry",
+    "FollowState",
+    "MuteEntry",
+    "Page",
+    "PendingRequest",
+    "Relationship",
+    "Suggestion",
+]
 
 T = TypeVar("T")
 
@@ -101,6 +114,63 @@ class MuteEntry:
     def of(cls, entry: Any) -> MuteEntry:
         expires_at = entry.expires_at.ToDatetime(tzinfo=UTC) if entry.HasField("expires_at") else None
         return cls(entry.user_id, entry.muted_at.ToDatetime(tzinfo=UTC), expires_at, entry.notifications)
+
+
+class AccountState(StrEnum):
+    """Where an account is in its lifecycle (``get_account_state``)."""
+
+    ACTIVE = "ACTIVE"
+    """In the graph (every account that was never deactivated, and one whose reactivation finished)."""
+    DEACTIVATING = "DEACTIVATING"
+    """Deactivated; a job is archiving its edges and requests."""
+    DEACTIVATED = "DEACTIVATED"
+    """Deactivated; every edge and request touching it is archived."""
+    REACTIVATING = "REACTIVATING"
+    """Active again; a job is restoring its archived edges and requests."""
+    DELETING = "DELETING"
+    """Deleted; a job is removing every item about it."""
+    DELETED = "DELETED"
+    """Deleted; nothing about it is left but this state."""
+
+
+_RUNNING = frozenset({AccountState.DEACTIVATING, AccountState.REACTIVATING, AccountState.DELETING})
+
+_ACCOUNT_STATES = {pb.AccountState.Value(f"ACCOUNT_STATE_{state.name}"): state for state in AccountState}
+"""The proto's numbers; ``ACCOUNT_STATE_UNSPECIFIED`` (never sent) is not among them."""
+
+
+@dataclass(frozen=True, slots=True)
+class AccountStatus:
+    """An account's lifecycle state and, during a job, how far the job is."""
+
+    state: AccountState
+    edges_done: int
+    """The edges and requests the job has moved so far (after it: how many it moved)."""
+    edges_total: int
+    """The edges and requests the job has found so far: it grows while the job reads the account's
+    lists, and equals ``edges_done`` once the job has finished."""
+
+    @classmethod
+    def of(cls, reply: Any) -> AccountStatus:
+        """A ``GetAccountStateResponse`` read back; a state this client does not know (``UNSPECIFIED``,
+        which the server never sends, or one of a newer server) is a ``ValueError`` rather than a guess."""
+        state = _ACCOUNT_STATES.get(reply.state)
+        if state is None:
+            raise ValueError(f"unknown account state {reply.state} in GetAccountStateResponse")
+        return cls(state, reply.edges_done, reply.edges_total)
+
+    @property
+    def job_running(self) -> bool:
+        """A deactivation, reactivation or deletion job is still at work (the ``-ING`` states)."""
+        return self.state in _RUNNING
+
+    @property
+    def fraction(self) -> float:
+        """``edges_done / edges_total``, for a progress bar; 1.0 when there is nothing to move.
+        While the job still finds edges the total grows, so the fraction may go down between polls."""
+        if self.edges_total == 0:
+            return 1.0
+        return self.edges_done / self.edges_total
 
 
 @dataclass(frozen=True, slots=True)

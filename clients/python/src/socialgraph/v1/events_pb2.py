@@ -25,17 +25,21 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsocialgraph/v1/events.proto\x12\x0esocialgraph.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"c\n\x0cTweetCreated\x12\x10\n\x08tweet_id\x18\x01 \x01(\x04\x12\x11\n\tauthor_id\x18\x02 \x01(\x04\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8e\x01\n\x0b\x46ollowEvent\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.socialgraph.v1.FollowEventType\x12\x13\n\x0b\x66ollower_id\x18\x02 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x03 \x01(\x04\x12&\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*v\n\x0f\x46ollowEventType\x12!\n\x1d\x46OLLOW_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46OLLOW_EVENT_TYPE_FOLLOWED\x10\x01\x12 \n\x1c\x46OLLOW_EVENT_TYPE_UNFOLLOWED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsocialgraph/v1/events.proto\x12\x0esocialgraph.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"c\n\x0cTweetCreated\x12\x10\n\x08tweet_id\x18\x01 \x01(\x04\x12\x11\n\tauthor_id\x18\x02 \x01(\x04\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8e\x01\n\x0b\x46ollowEvent\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.socialgraph.v1.FollowEventType\x12\x13\n\x0b\x66ollower_id\x18\x02 \x01(\x04\x12\x13\n\x0b\x66ollowee_id\x18\x03 \x01(\x04\x12&\n\x02\x61t\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"w\n\x0c\x41\x63\x63ountEvent\x12.\n\x04type\x18\x01 \x01(\x0e\x32 .socialgraph.v1.AccountEventType\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12&\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*v\n\x0f\x46ollowEventType\x12!\n\x1d\x46OLLOW_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x46OLLOW_EVENT_TYPE_FOLLOWED\x10\x01\x12 \n\x1c\x46OLLOW_EVENT_TYPE_UNFOLLOWED\x10\x02*\x9e\x01\n\x10\x41\x63\x63ountEventType\x12\"\n\x1e\x41\x43\x43OUNT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\"\n\x1e\x41\x43\x43OUNT_EVENT_TYPE_DEACTIVATED\x10\x01\x12\"\n\x1e\x41\x43\x43OUNT_EVENT_TYPE_REACTIVATED\x10\x02\x12\x1e\n\x1a\x41\x43\x43OUNT_EVENT_TYPE_DELETED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'socialgraph.v1.events_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FOLLOWEVENTTYPE']._serialized_start=326
-  _globals['_FOLLOWEVENTTYPE']._serialized_end=444
+  _globals['_FOLLOWEVENTTYPE']._serialized_start=447
+  _globals['_FOLLOWEVENTTYPE']._serialized_end=565
+  _globals['_ACCOUNTEVENTTYPE']._serialized_start=568
+  _globals['_ACCOUNTEVENTTYPE']._serialized_end=726
   _globals['_TWEETCREATED']._serialized_start=80
   _globals['_TWEETCREATED']._serialized_end=179
   _globals['_FOLLOWEVENT']._serialized_start=182
   _globals['_FOLLOWEVENT']._serialized_end=324
+  _globals['_ACCOUNTEVENT']._serialized_start=326
+  _globals['_ACCOUNTEVENT']._serialized_end=445
 # @@protoc_insertion_point(module_scope)

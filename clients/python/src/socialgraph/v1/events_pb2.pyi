@@ -40,6 +40,40 @@ FOLLOW_EVENT_TYPE_UNFOLLOWED: FollowEventType.ValueType  # 2
 """The edge was removed (Unfollow, RemoveFollower, or Block)."""
 Global___FollowEventType: _TypeAlias = FollowEventType  # noqa: Y015
 
+class _AccountEventType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AccountEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AccountEventType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACCOUNT_EVENT_TYPE_UNSPECIFIED: _AccountEventType.ValueType  # 0
+    ACCOUNT_EVENT_TYPE_DEACTIVATED: _AccountEventType.ValueType  # 1
+    """DeactivateAccount: the account left the graph (its edges are archived,
+    with no FollowEvent each).
+    """
+    ACCOUNT_EVENT_TYPE_REACTIVATED: _AccountEventType.ValueType  # 2
+    """ReactivateAccount: the account is back (its edges are restored, with no
+    FollowEvent each).
+    """
+    ACCOUNT_EVENT_TYPE_DELETED: _AccountEventType.ValueType  # 3
+    """DeleteAccount: the account is gone for good."""
+
+class AccountEventType(_AccountEventType, metaclass=_AccountEventTypeEnumTypeWrapper):
+    """What happened to an account."""
+
+ACCOUNT_EVENT_TYPE_UNSPECIFIED: AccountEventType.ValueType  # 0
+ACCOUNT_EVENT_TYPE_DEACTIVATED: AccountEventType.ValueType  # 1
+"""DeactivateAccount: the account left the graph (its edges are archived,
+with no FollowEvent each).
+"""
+ACCOUNT_EVENT_TYPE_REACTIVATED: AccountEventType.ValueType  # 2
+"""ReactivateAccount: the account is back (its edges are restored, with no
+FollowEvent each).
+"""
+ACCOUNT_EVENT_TYPE_DELETED: AccountEventType.ValueType  # 3
+"""DeleteAccount: the account is gone for good."""
+Global___AccountEventType: _TypeAlias = AccountEventType  # noqa: Y015
+
 @_typing.final
 class TweetCreated(_message.Message):
     """Events the relay derives from committed table writes (never a dual write)
@@ -111,3 +145,35 @@ class FollowEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FollowEvent: _TypeAlias = FollowEvent  # noqa: Y015
+
+@_typing.final
+class AccountEvent(_message.Message):
+    """A committed change of an account's lifecycle state. Key: the user ID
+    (decimal). On the graph-events topic, beside FollowEvent.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    type: Global___AccountEventType.ValueType
+    user_id: _builtins.int
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp:
+        """When the change was committed."""
+
+    def __init__(
+        self,
+        *,
+        type: Global___AccountEventType.ValueType = ...,
+        user_id: _builtins.int = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "type", b"type", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccountEvent: _TypeAlias = AccountEvent  # noqa: Y015

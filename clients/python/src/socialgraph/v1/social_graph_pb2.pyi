@@ -21,6 +21,46 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _AccountState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AccountStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AccountState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACCOUNT_STATE_UNSPECIFIED: _AccountState.ValueType  # 0
+    """Never returned."""
+    ACCOUNT_STATE_ACTIVE: _AccountState.ValueType  # 1
+    """In the graph (every account that was never deactivated)."""
+    ACCOUNT_STATE_DEACTIVATING: _AccountState.ValueType  # 2
+    """Deactivated; its edges and requests are being archived."""
+    ACCOUNT_STATE_DEACTIVATED: _AccountState.ValueType  # 3
+    """Deactivated; every edge and request touching it is archived."""
+    ACCOUNT_STATE_REACTIVATING: _AccountState.ValueType  # 4
+    """Active again; its archived edges and requests are being restored."""
+    ACCOUNT_STATE_DELETING: _AccountState.ValueType  # 5
+    """Deleted; every item about it is being removed."""
+    ACCOUNT_STATE_DELETED: _AccountState.ValueType  # 6
+    """Deleted; nothing about it is left but this state."""
+
+class AccountState(_AccountState, metaclass=_AccountStateEnumTypeWrapper):
+    """Where an account is in its lifecycle."""
+
+ACCOUNT_STATE_UNSPECIFIED: AccountState.ValueType  # 0
+"""Never returned."""
+ACCOUNT_STATE_ACTIVE: AccountState.ValueType  # 1
+"""In the graph (every account that was never deactivated)."""
+ACCOUNT_STATE_DEACTIVATING: AccountState.ValueType  # 2
+"""Deactivated; its edges and requests are being archived."""
+ACCOUNT_STATE_DEACTIVATED: AccountState.ValueType  # 3
+"""Deactivated; every edge and request touching it is archived."""
+ACCOUNT_STATE_REACTIVATING: AccountState.ValueType  # 4
+"""Active again; its archived edges and requests are being restored."""
+ACCOUNT_STATE_DELETING: AccountState.ValueType  # 5
+"""Deleted; every item about it is being removed."""
+ACCOUNT_STATE_DELETED: AccountState.ValueType  # 6
+"""Deleted; nothing about it is left but this state."""
+Global___AccountState: _TypeAlias = AccountState  # noqa: Y015
+
 class _FollowState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -1325,3 +1365,175 @@ class ListMutesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListMutesResponse: _TypeAlias = ListMutesResponse  # noqa: Y015
+
+@_typing.final
+class DeactivateAccountRequest(_message.Message):
+    """Request for DeactivateAccount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeactivateAccountRequest: _TypeAlias = DeactivateAccountRequest  # noqa: Y015
+
+@_typing.final
+class DeactivateAccountResponse(_message.Message):
+    """Response for DeactivateAccount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeactivateAccountResponse: _TypeAlias = DeactivateAccountResponse  # noqa: Y015
+
+@_typing.final
+class ReactivateAccountRequest(_message.Message):
+    """Request for ReactivateAccount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReactivateAccountRequest: _TypeAlias = ReactivateAccountRequest  # noqa: Y015
+
+@_typing.final
+class ReactivateAccountResponse(_message.Message):
+    """Response for ReactivateAccount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReactivateAccountResponse: _TypeAlias = ReactivateAccountResponse  # noqa: Y015
+
+@_typing.final
+class DeleteAccountRequest(_message.Message):
+    """Request for DeleteAccount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteAccountRequest: _TypeAlias = DeleteAccountRequest  # noqa: Y015
+
+@_typing.final
+class DeleteAccountResponse(_message.Message):
+    """Response for DeleteAccount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteAccountResponse: _TypeAlias = DeleteAccountResponse  # noqa: Y015
+
+@_typing.final
+class GetAccountStateRequest(_message.Message):
+    """Request for GetAccountState."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.int
+    """Required, > 0."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAccountStateRequest: _TypeAlias = GetAccountStateRequest  # noqa: Y015
+
+@_typing.final
+class GetAccountStateResponse(_message.Message):
+    """Response for GetAccountState."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    EDGES_DONE_FIELD_NUMBER: _builtins.int
+    EDGES_TOTAL_FIELD_NUMBER: _builtins.int
+    state: Global___AccountState.ValueType
+    edges_done: _builtins.int
+    """During a job (DEACTIVATING, REACTIVATING, DELETING): the edges and
+    requests it has moved so far; after it, how many it moved.
+    """
+    edges_total: _builtins.int
+    """How many edges and requests the job has found so far: it grows while the
+    job reads the account's lists, and equals edges_done when the job ends.
+    """
+    def __init__(
+        self,
+        *,
+        state: Global___AccountState.ValueType = ...,
+        edges_done: _builtins.int = ...,
+        edges_total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edges_done", b"edges_done", "edges_total", b"edges_total", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAccountStateResponse: _TypeAlias = GetAccountStateResponse  # noqa: Y015

@@ -146,6 +146,26 @@ class SocialGraphServiceStub:
                 request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesRequest.SerializeToString,
                 response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesResponse.FromString,
                 _registered_method=True)
+        self.DeactivateAccount = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/DeactivateAccount',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.DeactivateAccountRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.DeactivateAccountResponse.FromString,
+                _registered_method=True)
+        self.ReactivateAccount = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/ReactivateAccount',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ReactivateAccountRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ReactivateAccountResponse.FromString,
+                _registered_method=True)
+        self.DeleteAccount = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/DeleteAccount',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.DeleteAccountRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.DeleteAccountResponse.FromString,
+                _registered_method=True)
+        self.GetAccountState = channel.unary_unary(
+                '/socialgraph.v1.SocialGraphService/GetAccountState',
+                request_serializer=socialgraph_dot_v1_dot_social__graph__pb2.GetAccountStateRequest.SerializeToString,
+                response_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.GetAccountStateResponse.FromString,
+                _registered_method=True)
 
 
 class SocialGraphServiceServicer:
@@ -324,6 +344,44 @@ class SocialGraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeactivateAccount(self, request, context):
+        """Takes the account out of the graph at once (SPEC §3b): from the moment it
+        returns, no edge or request touches it in any answer, its own lists and
+        counts are empty, a Follow to or from it is FAILED_PRECONDITION
+        (ACCOUNT_DEACTIVATED), and it is never suggested; a background job then
+        archives every edge and request touching it. Blocks and mutes are kept.
+        Idempotent; FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account.
+        Needs the admin scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReactivateAccount(self, request, context):
+        """Brings a deactivated account back; a background job restores its archived
+        edges and requests intact. Idempotent (an active account: nothing to do);
+        FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account. Needs the
+        admin scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAccount(self, request, context):
+        """Irreversible: the effects of a deactivation at once, then a background job
+        removes every item about the account. Idempotent. Needs the admin scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAccountState(self, request, context):
+        """The account's lifecycle state and, during a job, how far it is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SocialGraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -431,6 +489,26 @@ def add_SocialGraphServiceServicer_to_server(servicer, server):
                     servicer.ListMutes,
                     request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesRequest.FromString,
                     response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ListMutesResponse.SerializeToString,
+            ),
+            'DeactivateAccount': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeactivateAccount,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.DeactivateAccountRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.DeactivateAccountResponse.SerializeToString,
+            ),
+            'ReactivateAccount': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReactivateAccount,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.ReactivateAccountRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.ReactivateAccountResponse.SerializeToString,
+            ),
+            'DeleteAccount': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAccount,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.DeleteAccountRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.DeleteAccountResponse.SerializeToString,
+            ),
+            'GetAccountState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAccountState,
+                    request_deserializer=socialgraph_dot_v1_dot_social__graph__pb2.GetAccountStateRequest.FromString,
+                    response_serializer=socialgraph_dot_v1_dot_social__graph__pb2.GetAccountStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1007,6 +1085,114 @@ class SocialGraphService:
             '/socialgraph.v1.SocialGraphService/ListMutes',
             socialgraph_dot_v1_dot_social__graph__pb2.ListMutesRequest.SerializeToString,
             socialgraph_dot_v1_dot_social__graph__pb2.ListMutesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeactivateAccount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/DeactivateAccount',
+            socialgraph_dot_v1_dot_social__graph__pb2.DeactivateAccountRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.DeactivateAccountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReactivateAccount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/ReactivateAccount',
+            socialgraph_dot_v1_dot_social__graph__pb2.ReactivateAccountRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.ReactivateAccountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAccount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/DeleteAccount',
+            socialgraph_dot_v1_dot_social__graph__pb2.DeleteAccountRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.DeleteAccountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAccountState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socialgraph.v1.SocialGraphService/GetAccountState',
+            socialgraph_dot_v1_dot_social__graph__pb2.GetAccountStateRequest.SerializeToString,
+            socialgraph_dot_v1_dot_social__graph__pb2.GetAccountStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -112,6 +112,27 @@ class SocialGraphServiceStub:
     """The accounts user_id mutes, newest first, paged (AIP-158); an expired
     mute is never listed.
     """
+    DeactivateAccount: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.DeactivateAccountRequest, _social_graph_pb2.DeactivateAccountResponse]
+    """Takes the account out of the graph at once (SPEC §3b): from the moment it
+    returns, no edge or request touches it in any answer, its own lists and
+    counts are empty, a Follow to or from it is FAILED_PRECONDITION
+    (ACCOUNT_DEACTIVATED), and it is never suggested; a background job then
+    archives every edge and request touching it. Blocks and mutes are kept.
+    Idempotent; FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account.
+    Needs the admin scope.
+    """
+    ReactivateAccount: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.ReactivateAccountRequest, _social_graph_pb2.ReactivateAccountResponse]
+    """Brings a deactivated account back; a background job restores its archived
+    edges and requests intact. Idempotent (an active account: nothing to do);
+    FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account. Needs the
+    admin scope.
+    """
+    DeleteAccount: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.DeleteAccountRequest, _social_graph_pb2.DeleteAccountResponse]
+    """Irreversible: the effects of a deactivation at once, then a background job
+    removes every item about the account. Idempotent. Needs the admin scope.
+    """
+    GetAccountState: _grpc.UnaryUnaryMultiCallable[_social_graph_pb2.GetAccountStateRequest, _social_graph_pb2.GetAccountStateResponse]
+    """The account's lifecycle state and, during a job, how far it is."""
 
 @_typing.type_check_only
 class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
@@ -197,6 +218,27 @@ class SocialGraphServiceAsyncStub(SocialGraphServiceStub):
     """The accounts user_id mutes, newest first, paged (AIP-158); an expired
     mute is never listed.
     """
+    DeactivateAccount: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.DeactivateAccountRequest, _social_graph_pb2.DeactivateAccountResponse]  # type: ignore[assignment]
+    """Takes the account out of the graph at once (SPEC §3b): from the moment it
+    returns, no edge or request touches it in any answer, its own lists and
+    counts are empty, a Follow to or from it is FAILED_PRECONDITION
+    (ACCOUNT_DEACTIVATED), and it is never suggested; a background job then
+    archives every edge and request touching it. Blocks and mutes are kept.
+    Idempotent; FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account.
+    Needs the admin scope.
+    """
+    ReactivateAccount: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.ReactivateAccountRequest, _social_graph_pb2.ReactivateAccountResponse]  # type: ignore[assignment]
+    """Brings a deactivated account back; a background job restores its archived
+    edges and requests intact. Idempotent (an active account: nothing to do);
+    FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account. Needs the
+    admin scope.
+    """
+    DeleteAccount: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.DeleteAccountRequest, _social_graph_pb2.DeleteAccountResponse]  # type: ignore[assignment]
+    """Irreversible: the effects of a deactivation at once, then a background job
+    removes every item about the account. Idempotent. Needs the admin scope.
+    """
+    GetAccountState: _aio.UnaryUnaryMultiCallable[_social_graph_pb2.GetAccountStateRequest, _social_graph_pb2.GetAccountStateResponse]  # type: ignore[assignment]
+    """The account's lifecycle state and, during a job, how far it is."""
 
 class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
     """SocialGraphService owns the follow graph: who follows whom, since when, and
@@ -405,5 +447,50 @@ class SocialGraphServiceServicer(metaclass=_abc_1.ABCMeta):
         """The accounts user_id mutes, newest first, paged (AIP-158); an expired
         mute is never listed.
         """
+
+    @_abc_1.abstractmethod
+    def DeactivateAccount(
+        self,
+        request: _social_graph_pb2.DeactivateAccountRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.DeactivateAccountResponse, _abc.Awaitable[_social_graph_pb2.DeactivateAccountResponse]]:
+        """Takes the account out of the graph at once (SPEC §3b): from the moment it
+        returns, no edge or request touches it in any answer, its own lists and
+        counts are empty, a Follow to or from it is FAILED_PRECONDITION
+        (ACCOUNT_DEACTIVATED), and it is never suggested; a background job then
+        archives every edge and request touching it. Blocks and mutes are kept.
+        Idempotent; FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account.
+        Needs the admin scope.
+        """
+
+    @_abc_1.abstractmethod
+    def ReactivateAccount(
+        self,
+        request: _social_graph_pb2.ReactivateAccountRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.ReactivateAccountResponse, _abc.Awaitable[_social_graph_pb2.ReactivateAccountResponse]]:
+        """Brings a deactivated account back; a background job restores its archived
+        edges and requests intact. Idempotent (an active account: nothing to do);
+        FAILED_PRECONDITION (ACCOUNT_DELETED) for a deleted account. Needs the
+        admin scope.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteAccount(
+        self,
+        request: _social_graph_pb2.DeleteAccountRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.DeleteAccountResponse, _abc.Awaitable[_social_graph_pb2.DeleteAccountResponse]]:
+        """Irreversible: the effects of a deactivation at once, then a background job
+        removes every item about the account. Idempotent. Needs the admin scope.
+        """
+
+    @_abc_1.abstractmethod
+    def GetAccountState(
+        self,
+        request: _social_graph_pb2.GetAccountStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_social_graph_pb2.GetAccountStateResponse, _abc.Awaitable[_social_graph_pb2.GetAccountStateResponse]]:
+        """The account's lifecycle state and, during a job, how far it is."""
 
 def add_SocialGraphServiceServicer_to_server(servicer: SocialGraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,166 @@
+"""One account's job (SPEC §3b): archive its edges and requests, restore them, or delete everything
+about it, in batches, each one transaction fenced by the account's state at the job's generation.
+
+A batch removes what it moves, so the job always works on the first items left: a job that stops
+anywhere (a crash, a kill -9, its account changing state again) and runs again goes on where the
+last committed batch left it, and nothing is moved twice. When the fence refuses, a later call has
+won: the job stops (``run`` returns False) and the later call's own job takes over.
+
+The order is fixed: followers, following, requests made to it, requests it made; then (restore)
+the archive, side by side. A job's batches are sequential: each moves the state item's progress,
+and DynamoDB serialises transactions on one item, so parallel batches of one account would only
+conflict; jobs of different accounts run in parallel (``worker.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import structlog
+
+from graph_service.domain.account_ports import AccountForgetting, AccountJobStore
+from graph_service.domain.accounts import Archived, Lifecycle, Restored, Side
+from graph_service.domain.errors import Unavailable
+
+__all__ = ["SIDES", "AccountJob", "JobReport"]
+
+log = structlog.get_logger(__name__)
+SIDES = (Side.FOLLOWER, Side.FOLLOWING, Side.REQUESTER, Side.REQUESTED)
+CONDITION_FAILED = "ConditionalCheckFailed"
+REFUSALS_IN_A_ROW = 20
+"""Batches in a row an item's concurrent change may refuse before the job gives up for now."""
+OWN_PREFIXES = ("B#", "M#", "MT#")
+"""A deleted account's own items in its ``followers`` partition: its blocks and mutes (and ``P``)."""
+DROP_BATCH = 98
+
+
+class JobReport:
+    """Progress callback target: how many items a job has moved (for metrics and logs)."""
+
+    def __init__(self) -> None:
+        self.moved = 0
+
+    def add(self, n: int) -> None:
+        self.moved += n
+
+
+class Superseded(Exception):
+    """The account's state moved past the job's generation."""
+
+
+class AccountJob:
+    def __init__(self, store: AccountJobStore, forgetting: Sequence[AccountForgetting] = ()) -> None:
+        self._store = store
+        self._forgetting = forgetting
+
+    async def run(self, user_id: int, gen: int, state: Lifecycle, report: JobReport | None = None) -> bool:
+        """Run the job of ``state`` (DEACTIVATING, REACTIVATING or DELETING) at ``gen`` to its end:
+        True when it finished (the state settled), False when a later change superseded it."""
+        report = report if report is not None else JobReport()
+        work = {
+            Lifecycle.DEACTIVATING: self._deactivate,
+            Lifecycle.REACTIVATING: self._reactivate,
+            Lifecycle.DELETING: self._delete,
+        }[state]
+        try:
+            await work(user_id, gen, report)
+        except Superseded:
+            return False
+        return await self._store.finish(user_id, gen, state)
+
+    # -- deactivate ---------------------------------------------------------------------------
+
+    async def _deactivate(self, user_id: int, gen: int, report: JobReport) -> None:
+        await self._total(user_id, gen, Lifecycle.DEACTIVATING, SIDES)
+        for side in SIDES:
+            await self._take_out(user_id, gen, side, report, archive=True)
+
+    async def _total(self, user_id: int, gen: int, state: Lifecycle, sides: Sequence[Side | None]) -> None:
+        counts = await asyncio.gather(*(self._store.count(user_id, side) for side in sides))
+        if not await self._store.set_total(user_id, gen, state, sum(counts)):
+            raise Superseded
+
+    async def _take_out(self, user_id: int, gen: int, side: Side, report: JobReport, *, archive: bool) -> None:
+        """Archive (or delete) every live item of the side, a batch at a time."""
+        size = self._store.per_batch(side, archive=archive)
+        refused = 0
+        while edges := await self._store.live(user_id, side, size):
+            if side.is_edge:
+                await self._store.mark(user_id, gen, side, edges)
+            move = self._store.archive if archive else self._store.purge
+            codes = await move(user_id, gen, side, edges)
+            if codes is None:
+                report.add(len(edges))
+                refused = 0
+                continue
+            if codes[-1] == CONDITION_FAILED:
+                raise Superseded
+            refused += 1  # an item changed since it was read (unfollowed, accepted...): read again
+            if refused >= REFUSALS_IN_A_ROW:
+                raise Unavailable(f"account {user_id}'s {side.name.lower()} items kept changing under its job")
+
+    # -- reactivate ---------------------------------------------------------------------------
+
+    async def _reactivate(self, user_id: int, gen: int, report: JobReport) -> None:
+        status = await self._store.status(user_id)
+        if status.gen == gen and status.previous is Lifecycle.DEACTIVATING:
+            cleared = await self._store.clear_marks(user_id)  # the interrupted archive's last batch
+            if cleared:
+                log.info("archive_marks_cleared", user_id=user_id, edges=cleared)
+        await self._total(user_id, gen, Lifecycle.REACTIVATING, [None])
+        for side in SIDES:
+            size = self._store.per_restore(side)
+            while found := await self._store.archived(user_id, side, size):
+                outcome = await self._store.restore(user_id, gen, side, found)
+                if outcome is Restored.SUPERSEDED:
+                    raise Superseded
+                if outcome is not Restored.DONE:
+                    for item in found:  # one by one: which of them cannot come back, and why
+                        await self._restore_one(user_id, gen, item)
+                report.add(len(found))
+
+    async def _restore_one(self, user_id: int, gen: int, item: Archived) -> None:
+        """Restore one item, or else: hand it to the other account if that one is away (it comes back
+        with the other's reactivation), forget it if the other is deleted, blocked either way, or
+        the pair made something newer meanwhile."""
+        for _ in range(REFUSALS_IN_A_ROW):
+            outcome = await self._store.restore(user_id, gen, item.side, [item])
+            if outcome is Restored.DONE:
+                return
+            if outcome is Restored.SUPERSEDED:
+                raise Superseded
+            if outcome is Restored.REFUSED:
+                await self._drop(user_id, gen, Lifecycle.REACTIVATING, [item])
+                log.info("archived_item_not_restored", user_id=user_id, other=item.other, side=item.side.name)
+                return
+            other = (await self._store.states([item.other]))[item.other]
+            if other.deleted:
+                await self._drop(user_id, gen, Lifecycle.REACTIVATING, [item])
+                return
+            if not other.in_graph and await self._store.hand_over(user_id, gen, item):
+                return
+            # The other came back (or left) meanwhile: decide again.
+        raise Unavailable(f"account {user_id}'s archived item with {item.other} kept changing")
+
+    async def _drop(self, user_id: int, gen: int, state: Lifecycle, items: Sequence[Archived]) -> None:
+        if not await self._store.drop_archived(user_id, gen, state, items):
+            raise Superseded
+
+    # -- delete -------------------------------------------------------------------------------
+
+    async def _delete(self, user_id: int, gen: int, report: JobReport) -> None:
+        await self._total(user_id, gen, Lifecycle.DELETING, [*SIDES, None])
+        for side in SIDES:
+            await self._take_out(user_id, gen, side, report, archive=False)
+        while found := await self._store.archived(user_id, None, DROP_BATCH):
+            await self._drop(user_id, gen, Lifecycle.DELETING, found)
+            report.add(len(found))
+        for prefix in OWN_PREFIXES:
+            while sort_keys := await self._store.owned(user_id, prefix, DROP_BATCH):
+                if not await self._store.drop_owned(user_id, gen, sort_keys):
+                    raise Superseded
+        if not await self._store.drop_owned(user_id, gen, ["P"]) or not await self._store.drop_counters(user_id, gen):
+            raise Superseded
+        for forgetting in self._forgetting:
+            await forgetting.forget_account(user_id)

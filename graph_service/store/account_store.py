@@ -1,0 +1,424 @@
+"""The account lifecycle on DynamoDB: states, the jobs' registry and leases, and the batches a job
+commits (layout: ``store/account_items.py``).
+
+Every batch is one TransactWriteItems fenced by the account's state item (its generation and
+state), which it also moves the progress of: a job whose account changed state again commits
+nothing more, and a batch is never half done. A batch removes what it moves, so a job always works
+on the first items left: resuming after a crash is running again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Restored, Side
+from graph_service.domain.errors import Unavailable
+from graph_service.domain.models import Edge
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.operations import Item, batch_get_all, conditional, query_all, transact_write
+from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
+from graph_service.store import account_items as ai
+from graph_service.store import items as it
+
+__all__ = ["BATCH_ITEMS", "DynamoAccounts"]
+
+CONDITION_FAILED = "ConditionalCheckFailed"
+LATE_ATTEMPTS = 8
+BATCH_ITEMS = 99
+"""Elements of one batch's transaction, leaving room under DynamoDB's 100 for the fence."""
+
+_SOURCE = {
+    Side.FOLLOWER: (FOLLOWERS, it.EDGE),
+    Side.FOLLOWING: (FOLLOWING, it.EDGE),
+    Side.REQUESTER: (FOLLOWERS, it.REQUEST),
+    Side.REQUESTED: (FOLLOWING, it.REQUEST),
+}
+"""Where a side's live items are listed in U's own partition: (table, membership prefix)."""
+
+
+class DynamoAccounts:
+    """``AccountStates`` and ``AccountJobs`` on DynamoDB."""
+
+    def __init__(self, dynamo: AsyncDynamo, tables: TableNames) -> None:
+        self._dynamo = dynamo
+        self._followers = tables.table(FOLLOWERS)
+        self._following = tables.table(FOLLOWING)
+        self._users = tables.table(USERS)
+        self._tables = {FOLLOWERS: self._followers, FOLLOWING: self._following}
+
+    # -- states ----------------------------------------------------------------------------
+
+    async def status(self, user_id: int) -> AccountStatus:
+        response = await self._dynamo.call(
+            "get_item", TableName=self._followers, Key=ai.state_key(user_id), ConsistentRead=True
+        )
+        return ai.parse_status(user_id, response.get("Item"))
+
+    async def states(self, user_ids: Sequence[int]) -> dict[int, Lifecycle]:
+        """Each account's state, strongly consistent (``ACTIVE`` for one with no state item)."""
+        wanted = list(dict.fromkeys(user_ids))
+        found = await batch_get_all(
+            self._dynamo,
+            self._followers,
+            [ai.state_key(u) for u in wanted],
+            consistent=True,
+            projection="pk, #st",
+            names={"#st": "st"},
+        )
+        by_user = {int(i["pk"]["N"]): Lifecycle(i["st"]["S"]) for i in found}
+        return {u: by_user.get(u, Lifecycle.ACTIVE) for u in wanted}
+
+    async def change(self, current: AccountStatus, to: Lifecycle, at_us: int, *, total: int = 0) -> bool:
+        """Move the account from ``current`` (only if it is still that generation) to ``to`` at the
+        next generation, its progress zeroed, and register its job, in one transaction."""
+        gen = current.gen + 1
+        state = {
+            **ai.state_key(current.user_id),
+            "st": {"S": to.value},
+            "gen": {"N": str(gen)},
+            "done": {"N": "0"},
+            "total": {"N": str(total)},
+            "at": {"N": str(at_us)},
+            "prev": {"S": current.state.value},
+        }
+        put_state: Item = {"TableName": self._followers, "Item": state}
+        if current.gen == 0:
+            put_state["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put_state["ConditionExpression"] = "#gen = :gen"
+            put_state["ExpressionAttributeNames"] = {"#gen": "gen"}
+            put_state["ExpressionAttributeValues"] = {":gen": {"N": str(current.gen)}}
+        job = {**ai.job_key(current.user_id), "gen": {"N": str(gen)}, "owner": {"S": ""}, "until": {"N": "0"}}
+        elements = [{"Put": put_state}, it.put(self._followers, job)]
+        return await transact_write(self._dynamo, elements) is None
+
+    async def set_total(self, user_id: int, gen: int, state: Lifecycle, total: int) -> bool:
+        """Record how many items the job found (only while the account is still at ``gen``)."""
+        element = ai.check_state(self._followers, user_id, gen, state)["ConditionCheck"]
+        element["UpdateExpression"] = "SET #total = :total"
+        element["ExpressionAttributeNames"]["#total"] = "total"
+        element["ExpressionAttributeValues"][":total"] = {"N": str(total)}
+        return await transact_write(self._dynamo, [{"Update": element}]) is None
+
+    async def finish(self, user_id: int, gen: int, state: Lifecycle) -> bool:
+        """The job of ``gen`` is done: the state becomes its settled one and the job leaves the registry."""
+        element = ai.check_state(self._followers, user_id, gen, state)["ConditionCheck"]
+        element["UpdateExpression"] = "SET #st = :to"
+        element["ExpressionAttributeValues"][":to"] = {"S": state.settled.value}
+        elements = [{"Update": element}, self._job_delete(user_id, gen)]
+        return await transact_write(self._dynamo, elements) is None
+
+    # -- the jobs' registry -----------------------------------------------------------------
+
+    async def jobs(self) -> list[JobEntry]:
+        query = {
+            "TableName": self._followers,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :j)",
+            "ExpressionAttributeValues": {":pk": {"N": str(ai.JOBS_PK)}, ":j": {"S": ai.JOB}},
+            "ConsistentRead": True,
+        }
+        return [
+            JobEntry(
+                user_id=int(i["sk"]["S"][len(ai.JOB) :]),
+                gen=int(i["gen"]["N"]),
+                owner=i.get("owner", {}).get("S", ""),
+                until_ms=int(i.get("until", {}).get("N", "0")),
+            )
+            for i in await query_all(self._dynamo, query)
+        ]
+
+    async def lease(self, user_id: int, gen: int, owner: str, now_ms: int, until_ms: int) -> bool:
+        """Take (or renew) the job's lease: only if it is still ``gen``'s and free, expired or ``owner``'s."""
+        return await conditional(
+            self._dynamo,
+            "update_item",
+            TableName=self._followers,
+            Key=ai.job_key(user_id),
+            UpdateExpression="SET #owner = :me, #until = :until",
+            ConditionExpression="#gen = :gen AND (#owner = :me OR #until < :now)",
+            ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen"},
+            ExpressionAttributeValues={
+                ":me": {"S": owner},
+                ":until": {"N": str(until_ms)},
+                ":gen": {"N": str(gen)},
+                ":now": {"N": str(now_ms)},
+            },
+        )
+
+    async def release(self, user_id: int, gen: int, owner: str) -> None:
+        """Give the lease back early (a worker stopping), if it still holds it."""
+        await conditional(
+            self._dynamo,
+            "update_item",
+            TableName=self._followers,
+            Key=ai.job_key(user_id),
+            UpdateExpression="SET #until = :zero",
+            ConditionExpression="#gen = :gen AND #owner = :me",
+            ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen"},
+            ExpressionAttributeValues={":me": {"S": owner}, ":zero": {"N": "0"}, ":gen": {"N": str(gen)}},
+        )
+
+    async def drop_job(self, user_id: int, gen: int) -> None:
+        """Forget a registered job whose account moved past it (its state is not that job's any more)."""
+        await transact_write(self._dynamo, [self._job_delete(user_id, gen)])
+
+    def _job_delete(self, user_id: int, gen: int) -> Item:
+        return {
+            "Delete": {
+                "TableName": self._followers,
+                "Key": ai.job_key(user_id),
+                "ConditionExpression": "#gen = :gen",
+                "ExpressionAttributeNames": {"#gen": "gen"},
+                "ExpressionAttributeValues": {":gen": {"N": str(gen)}},
+            }
+        }
+
+    # -- what a job reads --------------------------------------------------------------------
+
+    async def count(self, user_id: int, side: Side | None) -> int:
+        """How many live items of the side the account has (None: archived items in its partition)."""
+        table, prefix = _SOURCE[side] if side is not None else (FOLLOWERS, ai.ARCHIVE)
+        request = self._prefix_query(self._tables[table], user_id, prefix)
+        request["Select"] = "COUNT"
+        total = 0
+        while True:
+            response = await self._dynamo.call("query", **request)
+            total += int(response["Count"])
+            if "LastEvaluatedKey" not in response:
+                return total
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    async def live(self, user_id: int, side: Side, limit: int) -> list[Edge]:
+        """The first ``limit`` live edges or requests of the side (membership order: by other ID)."""
+        table, prefix = _SOURCE[side]
+        request = self._prefix_query(self._tables[table], user_id, prefix)
+        request["ProjectionExpression"] = "#o, #at"
+        request["ExpressionAttributeNames"] = {"#o": "other", "#at": "at"}
+        return [
+            Edge(int(i["other"]["N"]), int(i["at"]["N"])) for i in await query_all(self._dynamo, request, limit=limit)
+        ]
+
+    async def archived(self, user_id: int, side: Side | None, limit: int) -> list[Archived]:
+        """The first ``limit`` archived items in the account's partition (of one side, or any)."""
+        prefix = ai.ARCHIVE if side is None else f"{ai.ARCHIVE}{side.value}#"
+        request = self._prefix_query(self._followers, user_id, prefix)
+        return [ai.parse_archived(i) for i in await query_all(self._dynamo, request, limit=limit)]
+
+    async def owned(self, user_id: int, prefix: str, limit: int) -> list[str]:
+        """Sort keys of the first ``limit`` of U's own items under ``prefix`` in ``followers``."""
+        request = self._prefix_query(self._followers, user_id, prefix)
+        request["ProjectionExpression"] = "sk"
+        return [str(i["sk"]["S"]) for i in await query_all(self._dynamo, request, limit=limit)]
+
+    @staticmethod
+    def _prefix_query(table: str, owner: int, prefix: str) -> Item:
+        return {
+            "TableName": table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": {"N": str(owner)}, ":p": {"S": prefix}},
+            "ConsistentRead": True,
+        }
+
+    # -- what a job writes -------------------------------------------------------------------
+
+    def per_batch(self, side: Side, *, archive: bool) -> int:
+        """How many of a side's items fit one batch (the fence and a shared count move on top)."""
+        per_item = (
+            (4 if side.is_edge else 3) + (1 if archive else 0) + (1 if side in (Side.FOLLOWER, Side.REQUESTER) else 0)
+        )
+        return (BATCH_ITEMS - 2) // per_item
+
+    async def mark(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge]) -> None:
+        """Mark each edge's ``followers`` ``E#`` as leaving with the account (see ``ARCHIVE_MARK``),
+        all at once; an edge gone or made again meanwhile is left alone (its ``at`` is the condition)."""
+
+        def marking(edge: Edge) -> Item:
+            follower, followee = side.follower_followee(user_id, edge.user_id)
+            return {
+                "TableName": self._followers,
+                "Key": it.key(it.EDGE, followee, follower),
+                "UpdateExpression": "SET #mark = :gen",
+                "ConditionExpression": "#at = :at",
+                "ExpressionAttributeNames": {"#mark": ai.ARCHIVE_MARK, "#at": "at"},
+                "ExpressionAttributeValues": {":gen": {"N": str(gen)}, ":at": {"N": str(edge.at_us)}},
+            }
+
+        await asyncio.gather(*(conditional(self._dynamo, "update_item", **marking(e)) for e in edges))
+
+    async def clear_marks(self, user_id: int) -> int:
+        """Take the archive mark off every live edge of the account that still has one: an
+        archive that a reactivation interrupted may have marked a batch it never removed, and an
+        unfollow of a marked edge would be taken for an archive (no ``FollowEvent``). Returns how
+        many it cleared. Reads every follower item (filtered) and every following item."""
+        request = self._prefix_query(self._followers, user_id, it.EDGE)
+        request["FilterExpression"] = "attribute_exists(#mark)"
+        request["ProjectionExpression"] = "pk, sk"
+        request["ExpressionAttributeNames"] = {"#mark": ai.ARCHIVE_MARK}
+        marked = [{"pk": i["pk"], "sk": i["sk"]} for i in await query_all(self._dynamo, request)]
+        followees = await query_all(
+            self._dynamo, {**self._prefix_query(self._following, user_id, it.EDGE), "ProjectionExpression": "sk"}
+        )
+        keys = [it.key(it.EDGE, int(i["sk"]["S"][len(it.EDGE) :]), user_id) for i in followees]
+        found = await batch_get_all(
+            self._dynamo,
+            self._followers,
+            keys,
+            consistent=True,
+            projection="pk, sk, #mark",
+            names={"#mark": ai.ARCHIVE_MARK},
+        )
+        marked += [{"pk": i["pk"], "sk": i["sk"]} for i in found if ai.ARCHIVE_MARK in i]
+
+        async def clear(key: Item) -> bool:
+            return await conditional(
+                self._dynamo,
+                "update_item",
+                TableName=self._followers,
+                Key=key,
+                UpdateExpression="REMOVE #mark",
+                ConditionExpression="attribute_exists(#mark)",
+                ExpressionAttributeNames={"#mark": ai.ARCHIVE_MARK},
+            )
+
+        return sum(await asyncio.gather(*(clear(k) for k in marked)))
+
+    def _removals(self, user_id: int, side: Side, edges: Sequence[Edge]) -> list[Item]:
+        """The live items of each edge or request deleted, and the follower's outgoing count moved."""
+        elements: list[Item] = []
+        for edge in edges:
+            follower, followee = side.follower_followee(user_id, edge.user_id)
+            remove = it.edge_deletes if side.is_edge else it.request_deletes
+            elements += remove(self._followers, self._following, follower, followee, edge.at_us)
+            if follower != user_id:
+                elements.append(it.count_outgoing(self._following, follower, -1))
+        if side in (Side.FOLLOWING, Side.REQUESTED) and edges:
+            elements.append(it.count_outgoing(self._following, user_id, -len(edges)))
+        return elements
+
+    async def archive(
+        self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
+    ) -> list[str] | None:
+        """Archive the edges or requests of one side (at most ``per_batch``), fenced by the state;
+        None when committed, else the cancellation codes (the first element is the first item's
+        membership, the fence is the last). ``late``: after the job (see ``settle_late``)."""
+        elements = self._removals(user_id, side, edges)
+        elements += [
+            it.put(self._followers, ai.archive_item(Archived(user_id, side, e.user_id, e.at_us), gen)) for e in edges
+        ]
+        elements.append(self._fence(user_id, gen, Lifecycle.DEACTIVATING, len(edges), late=late))
+        return await transact_write(self._dynamo, elements)
+
+    async def purge(
+        self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
+    ) -> list[str] | None:
+        """Delete the edges or requests of one side for good (an account being deleted)."""
+        elements = self._removals(user_id, side, edges)
+        elements.append(self._fence(user_id, gen, Lifecycle.DELETING, len(edges), late=late))
+        return await transact_write(self._dynamo, elements)
+
+    def _fence(self, user_id: int, gen: int, state: Lifecycle, done: int, *, late: bool) -> Item:
+        if late:  # no progress: the job may be over (its counts are final)
+            return ai.check_state(self._followers, user_id, gen, state, state.settled)
+        return ai.check_state(self._followers, user_id, gen, state, done=done)
+
+    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> None:
+        """An edge or request made with the account just as it left the graph (its job may already
+        have passed): archived (or deleted) like the job would, unless the account is back or the
+        item is gone. ``side`` is how it touches the account."""
+        for _ in range(LATE_ATTEMPTS):
+            status = await self.status(user_id)
+            if status.state.in_graph:
+                return
+            if side.is_edge:
+                await self.mark(user_id, status.gen, side, [edge])
+            settle = self.purge if status.state.deleted else self.archive
+            codes = await settle(user_id, status.gen, side, [edge], late=True)
+            if codes is None or codes[0] == CONDITION_FAILED:
+                return  # settled, or the job (or an unfollow) got there first
+        raise Unavailable(f"account {user_id} kept changing state while an edge made with it was settled")
+
+    def per_restore(self, side: Side) -> int:
+        """How many archived items of a side one restore batch puts back."""
+        per_item = (9 if side.is_edge else 8) + (1 if side in (Side.FOLLOWER, Side.REQUESTER) else 0)
+        return (BATCH_ITEMS - 2) // per_item
+
+    async def restore(self, user_id: int, gen: int, side: Side, found: Sequence[Archived]) -> Restored:
+        """Put archived edges or requests of one side back as they were (the same ``at``), each only
+        if neither account blocks the other, the other is in the graph, and nothing of the pair was
+        made meanwhile; all or none, fenced by the state."""
+        elements: list[Item] = []
+        away: list[int] = []  # the index of each item's check of the other's state
+        for a in found:
+            follower, followee = side.follower_followee(user_id, a.other)
+            if side.is_edge:
+                puts = it.edge_puts(self._followers, self._following, follower, followee, a.at_us)
+                puts[0]["Put"]["Item"][ai.RESTORED_MARK] = {"N": str(gen)}
+                puts.append(it.check_absent(self._followers, it.key(it.REQUEST, followee, follower)))
+            else:
+                puts = it.request_puts(self._followers, self._following, follower, followee, a.at_us)
+                puts.append(it.check_absent(self._followers, it.key(it.EDGE, followee, follower)))
+            elements += puts
+            elements += [
+                it.check_absent(self._followers, it.key(it.BLOCK, follower, followee)),
+                it.check_absent(self._followers, it.key(it.BLOCK, followee, follower)),
+            ]
+            away.append(len(elements))
+            elements.append(ai.check_in_graph(self._followers, a.other))
+            if follower != user_id:
+                elements.append(it.count_outgoing(self._following, follower, 1))
+            elements.append(it.delete(self._followers, ai.archive_key(user_id, side, a.other)))
+        if side in (Side.FOLLOWING, Side.REQUESTED):
+            elements.append(it.count_outgoing(self._following, user_id, len(found)))
+        elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.REACTIVATING, done=len(found)))
+        codes = await transact_write(self._dynamo, elements)
+        if codes is None:
+            return Restored.DONE
+        if codes[-1] == CONDITION_FAILED:
+            return Restored.SUPERSEDED
+        if len(found) == 1 and codes[away[0]] == CONDITION_FAILED:
+            return Restored.OTHER_AWAY
+        return Restored.REFUSED
+
+    async def hand_over(self, user_id: int, gen: int, found: Archived) -> bool:
+        """Move an archived item to the other account, which is away itself: it comes back with the
+        other's reactivation (only while the other is still deactivated)."""
+        mirrored = Archived(found.other, found.side.mirror, user_id, found.at_us)
+        elements = [
+            it.delete(self._followers, ai.archive_key(user_id, found.side, found.other)),
+            it.put(self._followers, ai.archive_item(mirrored, gen)),
+            ai.check_away(self._followers, found.other),
+            ai.check_state(self._followers, user_id, gen, Lifecycle.REACTIVATING, done=1),
+        ]
+        return await transact_write(self._dynamo, elements) is None
+
+    async def drop_archived(self, user_id: int, gen: int, state: Lifecycle, found: Sequence[Archived]) -> bool:
+        """Forget archived items that cannot come back (or of an account being deleted)."""
+        elements = [it.delete(self._followers, ai.archive_key(user_id, a.side, a.other)) for a in found]
+        elements.append(ai.check_state(self._followers, user_id, gen, state, done=len(found)))
+        return await transact_write(self._dynamo, elements) is None
+
+    async def drop_owned(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool:
+        """Delete some of a deleted account's own items (blocks, mutes, settings) by sort key."""
+        elements = [it.delete(self._followers, {"pk": {"N": str(user_id)}, "sk": {"S": sk}}) for sk in sort_keys]
+        elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING))
+        return await transact_write(self._dynamo, elements) is None
+
+    async def drop_counters(self, user_id: int, gen: int) -> bool:
+        """The deleted account's counters and outgoing count."""
+        elements = [
+            it.delete(self._users, {"user_id": {"N": str(user_id)}}),
+            it.delete(self._following, it.outgoing_key(user_id)),
+            ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING),
+        ]
+        return await transact_write(self._dynamo, elements) is None
+
+    async def pair_blocked(self, a: int, b: int) -> bool:
+        found = await batch_get_all(
+            self._dynamo,
+            self._followers,
+            [it.key(it.BLOCK, a, b), it.key(it.BLOCK, b, a)],
+            consistent=True,
+            projection="pk",
+        )
+        return bool(found)

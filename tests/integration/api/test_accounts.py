@@ -1,0 +1,191 @@
+"""The account lifecycle through the server (SPEC §3b), on DynamoDB Local and Redis, with the
+counters consumer running and the jobs run by the server itself: the immediate effects of each
+call, the job's end state (archived, restored intact, deleted), counts exact afterwards, and the
+bad input of the issue."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from socialgraph.v1 import social_graph_pb2 as pb
+
+from graph_service.domain.models import Direction
+from graph_service.dynamodb.client import AsyncDynamo
+from graph_service.dynamodb.tables import TableNames
+from graph_service.settings import Settings
+from graph_service.store.account_store import DynamoAccounts
+from tests.support.graph_calls import (
+    Stub,
+    all_counts,
+    block,
+    follow,
+    rejected,
+    relationships,
+    requests_of,
+    set_private,
+    whole_list,
+)
+from tests.support.polling import eventually
+
+INVALID, FAILED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
+U, A, B, C, D, P = 10, 11, 12, 13, 14, 15
+"""U is the account that leaves; A, B and C follow it, it follows A and D, and it asked P (private)."""
+
+
+async def state_of(stub: Stub, user: int) -> pb.GetAccountStateResponse:
+    return await stub.GetAccountState(pb.GetAccountStateRequest(user_id=user))
+
+
+async def settled(stub: Stub, user: int, state: int) -> pb.GetAccountStateResponse:
+    """Wait for the account's job to end in ``state``."""
+    return await eventually(lambda: state_of(stub, user), lambda s: s.state == state, timeout=30)
+
+
+async def seed(stub: Stub) -> dict[str, list[tuple[int, int]]]:
+    """The graph around U; returns the lists as they are before U leaves."""
+    for follower in (A, B, C):
+        await follow(stub, follower, U)
+    await follow(stub, U, A)
+    await follow(stub, U, D)
+    await set_private(stub, P, True)
+    assert await follow(stub, U, P) == pb.FOLLOW_STATE_REQUESTED
+    return {
+        "followers": await whole_list(stub, Direction.FOLLOWERS, U),
+        "following": await whole_list(stub, Direction.FOLLOWING, U),
+        "a_followers": await whole_list(stub, Direction.FOLLOWERS, A),
+    }
+
+
+@pytest.mark.usefixtures("counters")
+async def test_deactivate_hides_at_once_archives_then_reactivate_restores_everything_intact(stub: Stub) -> None:
+    before = await seed(stub)
+    await eventually(lambda: all_counts(stub, [U, A]), lambda c: c == {U: (3, 2), A: (1, 1)})
+
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+    # At once, whatever the job has done: no edge or request touches U in any answer.
+    assert not (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=A, followee_id=U))).following
+    assert await relationships(stub, A, [U]) == [(U, frozenset())]
+    assert await relationships(stub, U, [A, P]) == [(A, frozenset()), (P, frozenset())]
+    assert (await stub.GetCounts(pb.GetCountsRequest(user_id=U))).followers_count == 0
+    assert await whole_list(stub, Direction.FOLLOWERS, U) == []
+    await rejected(stub.Follow(pb.FollowRequest(follower_id=B, followee_id=U)), FAILED, "ACCOUNT_DEACTIVATED")
+    await rejected(stub.Follow(pb.FollowRequest(follower_id=U, followee_id=B)), FAILED, "ACCOUNT_DEACTIVATED")
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))  # idempotent
+
+    done = await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
+    assert (done.edges_done, done.edges_total) == (6, 6)  # 3 followers, 2 followees, 1 request
+    # Gone from everyone else's lists and counts, counted out exactly by the consumer.
+    assert await whole_list(stub, Direction.FOLLOWERS, A) == []
+    assert await requests_of(stub, P) == []
+    await eventually(lambda: all_counts(stub, [A, B, D]), lambda c: c == {A: (0, 0), B: (0, 0), D: (0, 0)})
+
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
+    assert (await stub.IsFollowing(pb.IsFollowingRequest(follower_id=U, followee_id=A))).following is False
+    back = await settled(stub, U, pb.ACCOUNT_STATE_ACTIVE)
+    assert (back.edges_done, back.edges_total) == (6, 6)
+    # The same followed_at, so the same places in every list; the request pending again.
+    assert await whole_list(stub, Direction.FOLLOWERS, U) == before["followers"]
+    assert await whole_list(stub, Direction.FOLLOWING, U) == before["following"]
+    assert await whole_list(stub, Direction.FOLLOWERS, A) == before["a_followers"]
+    assert await requests_of(stub, P) == [U]
+    await eventually(lambda: all_counts(stub, [U, A, B]), lambda c: c == {U: (3, 2), A: (1, 1), B: (0, 1)})
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))  # idempotent on an active account
+
+
+@pytest.mark.usefixtures("counters")
+async def test_what_cannot_come_back_stays_out_and_an_away_account_gets_its_edge_back_later(stub: Stub) -> None:
+    await seed(stub)
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
+    await block(stub, B, U)  # B blocks U meanwhile: B's follow of U does not come back
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=C))  # C is away when U returns
+    await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=D))  # D is gone for good
+    await settled(stub, D, pb.ACCOUNT_STATE_DELETED)
+
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_ACTIVE)
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWERS, U)] == [A]
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWING, U)] == [A]
+    assert await requests_of(stub, P) == [U]
+
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=C))  # C's follow of U comes back with C
+    await settled(stub, C, pb.ACCOUNT_STATE_ACTIVE)
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWERS, U)] == [C, A]
+    await eventually(lambda: all_counts(stub, [U, C, D]), lambda c: c == {U: (2, 1), C: (0, 1), D: (0, 0)})
+
+
+@pytest.mark.usefixtures("counters")
+async def test_delete_removes_everything_about_the_account_and_is_final(stub: Stub, settings: Settings) -> None:
+    await seed(stub)
+    await block(stub, U, B)
+    await stub.Mute(pb.MuteRequest(muter_id=U, muted_id=C))
+    await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=U))
+    await rejected(stub.Follow(pb.FollowRequest(follower_id=A, followee_id=U)), FAILED, "ACCOUNT_DELETED")
+    await rejected(stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
+    await rejected(stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
+    await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=U))  # idempotent
+
+    done = await settled(stub, U, pb.ACCOUNT_STATE_DELETED)
+    assert (done.edges_done, done.edges_total) == (5, 5)  # the block took B's follow: A, C; A, D; P
+    await rejected(stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
+    await eventually(lambda: all_counts(stub, [A, B, C, D]), lambda c: all(v == (0, 0) for v in c.values()))
+    assert await requests_of(stub, P) == []
+    dynamo = AsyncDynamo.build(settings)
+    try:
+        left = await dynamo.call(
+            "query",
+            TableName=settings.table("followers"),
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"N": str(U)}},
+            ConsistentRead=True,
+        )
+        assert [i["sk"]["S"] for i in left["Items"]] == ["A"]  # only the state: nothing else about U
+        status = await DynamoAccounts(dynamo, TableNames(settings.table_prefix)).status(U)
+        assert status.state.deleted
+    finally:
+        dynamo.close()
+
+
+async def test_a_reactivation_racing_a_deactivation_ends_in_the_later_state(stub: Stub) -> None:
+    await seed(stub)
+    for _ in range(3):
+        await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+        await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_ACTIVE)
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWERS, U)] == [C, B, A]
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWING, U)] == [D, A]
+    assert await requests_of(stub, P) == [U]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.DeactivateAccount(pb.DeactivateAccountRequest(user_id=0)),
+        lambda s: s.ReactivateAccount(pb.ReactivateAccountRequest()),
+        lambda s: s.DeleteAccount(pb.DeleteAccountRequest(user_id=0)),
+        lambda s: s.GetAccountState(pb.GetAccountStateRequest(user_id=0)),
+    ],
+    ids=["deactivate", "reactivate", "delete", "state"],
+)
+async def test_an_id_of_0_is_invalid(stub: Stub, call: object) -> None:
+    info = await rejected(call(stub), INVALID, "INVALID_USER_ID")  # type: ignore[operator]
+    assert info.metadata["field"] == "user_id"
+
+
+async def test_an_account_never_deactivated_is_active_with_no_job(stub: Stub) -> None:
+    reply = await state_of(stub, 999)
+    assert (reply.state, reply.edges_done, reply.edges_total) == (pb.ACCOUNT_STATE_ACTIVE, 0, 0)
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=999))
+    assert (await state_of(stub, 999)).state == pb.ACCOUNT_STATE_ACTIVE
+
+
+async def test_lists_of_an_account_out_of_the_graph_still_check_their_page_token(stub: Stub) -> None:
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+    await asyncio.gather(
+        rejected(
+            stub.ListFollowers(pb.ListFollowersRequest(user_id=U, page_token="forged")), INVALID, "INVALID_PAGE_TOKEN"
+        ),
+        rejected(stub.ListFollowing(pb.ListFollowingRequest(user_id=U, page_size=-1)), INVALID, "INVALID_PAGE_SIZE"),
+    )
