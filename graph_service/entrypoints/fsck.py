@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import textwrap
 from dataclasses import replace
 from typing import TextIO
 
@@ -20,7 +21,7 @@ from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import counters_stream
 from graph_service.entrypoints.exits import Exit
 from graph_service.operations.fsck import REDIS_TIMEOUT_SECONDS, FsckPlan, check, clean
-from graph_service.operations.fsck_report import Report
+from graph_service.operations.fsck_report import KINDS, Report
 from graph_service.operations.scanning import MAX_SEGMENTS
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
@@ -58,8 +59,22 @@ def _seconds(text: str) -> float:
     return value
 
 
+LIFECYCLE = (
+    "The account lifecycle (deactivate, reactivate, delete) is checked too: each pending request's R#"
+    " mirrored in following; well-formed state (A), archived (X#) and job registry (followers pk=0, J#)"
+    " items; no archived item in an active or a deleted account, nor beside a live edge or request of its"
+    " pair; no live edge or request in the partitions of a deactivated or deleted account once its job is"
+    " done; no registered job that its account has moved past left for over an hour."
+)
+
+
 def arguments(parser: argparse.ArgumentParser) -> None:
-    """The command's own arguments."""
+    """The command's own arguments; the lifecycle's checks and every kind of violation are added to
+    its description (the kinds from ``fsck_report.KINDS``, so the help lists each new one)."""
+    kinds = f"Violation kinds: {', '.join(KINDS)}."
+    parser.description = "\n\n".join(
+        [parser.description or "", textwrap.fill(LIFECYCLE, width=100), textwrap.fill(kinds, width=100)]
+    )
     parser.add_argument("users", nargs="*", type=_user_id, metavar="USER_ID", help="check these users")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="check every partition and every cache entry")

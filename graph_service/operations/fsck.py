@@ -34,6 +34,7 @@ from graph_service.operations.fsck_store import StoreChecker
 from graph_service.operations.progress import meter
 from graph_service.operations.scanning import for_each_partition, sample_partition_keys, total_items
 from graph_service.redis_client.connect import AnyRedis
+from graph_service.store.account_items import JOBS_PK
 from graph_service.store.graph_store import DynamoGraphStore
 
 __all__ = ["REDIS_TIMEOUT_SECONDS", "FsckPlan", "check", "clean"]
@@ -155,10 +156,11 @@ async def _users(store: StoreChecker, users: Sequence[int]) -> None:
 
 
 async def _sample(dynamo: AsyncDynamo, tables: TableNames, wanted: int) -> list[int]:
-    """``wanted`` users picked at random among those with a partition in either edge table."""
+    """``wanted`` users picked at random among those with a partition in either edge table (not the
+    jobs' registry, pk=0: no user's)."""
     found = await asyncio.gather(
         *(sample_partition_keys(dynamo, tables.table(t), wanted) for t in (FOLLOWERS, FOLLOWING))
     )
-    users = sorted({u for keys in found for u in keys})
+    users = sorted({u for keys in found for u in keys} - {JOBS_PK})
     random.shuffle(users)
     return sorted(users[:wanted])

@@ -2,7 +2,9 @@
 
 Every item of the edge tables (``store/items.py``) belongs to one pair: ``followers`` pk=B holds
 ``E#A``/``T#<t>#A`` (A follows B), ``R#A``/``RT#<t>#A`` (A's request), ``B#A`` (B blocks A);
-``following`` pk=A mirrors the follow as ``E#B``/``T#<t>#B``. A ``PairView`` is what was read
+``following`` pk=A mirrors the follow as ``E#B``/``T#<t>#B`` and the request as ``R#B`` (with the
+same ``at``, and no order item: A's own requests are found by it, not listed in order). A
+``PairView`` is what was read
 of one pair: the items found (key -> ``at``) and which keys were looked at, so that an item
 nobody read is never taken for a missing one. ``evaluate`` gives every violation the view shows.
 
@@ -34,6 +36,7 @@ __all__ = [
     "member_keys",
     "pair_items",
     "parse_sk",
+    "request_partners",
 ]
 
 ItemKey = tuple[str, int, str]
@@ -68,8 +71,9 @@ def order_key(table: str, owner: int, prefix: str, other: int, at: int) -> ItemK
     return table, owner, f"{prefix}{Edge(other, at).position}"
 
 
-def member_keys(a: int, b: int) -> list[ItemKey]:
-    """The eight membership items of a pair: both follows in both tables, both requests, both blocks."""
+def member_keys(a: int, b: int, *, mirrors: bool = True) -> list[ItemKey]:
+    """The ten membership items of a pair: both follows in both tables, both requests in both
+    tables, both blocks (``mirrors=False``: the eight without the requests' mirrors in ``following``)."""
     keys: list[ItemKey] = []
     for f, g in ((a, b), (b, a)):
         keys += [
@@ -78,6 +82,8 @@ def member_keys(a: int, b: int) -> list[ItemKey]:
             member_key(FOLLOWERS, g, it.REQUEST, f),
             member_key(FOLLOWERS, g, it.BLOCK, f),
         ]
+        if mirrors:
+            keys.append(member_key(FOLLOWING, f, it.REQUEST, g))
     return keys
 
 
@@ -101,13 +107,16 @@ def pair_items(table: str, owner: int, items: Iterable[Item]) -> dict[int, dict[
 
 def implied_orders(found: dict[ItemKey, int]) -> set[ItemKey]:
     """The order items the found membership items require: ``T#`` beside each ``E#`` (and beside
-    its mirror in the other table), ``RT#`` beside each ``R#``."""
+    its mirror in the other table), ``RT#`` beside each ``R#`` in ``followers`` (a request's mirror
+    in ``following`` has none)."""
     keys: set[ItemKey] = set()
     for (table, owner, sk), at in found.items():
         parsed = parse_sk(sk)
         if parsed is None or parsed[0] not in ORDER_OF:
             continue
         prefix, other, _ = parsed
+        if prefix == it.REQUEST and table == FOLLOWING:
+            continue
         keys.add(order_key(table, owner, ORDER_OF[prefix], other, at))
         if prefix == it.EDGE:
             mirror = FOLLOWING if table == FOLLOWERS else FOLLOWERS
@@ -115,19 +124,37 @@ def implied_orders(found: dict[ItemKey, int]) -> set[ItemKey]:
     return keys
 
 
+def request_partners(found: dict[ItemKey, int]) -> set[ItemKey]:
+    """The other half of each request found: the mirror (``following`` pk=A ``R#B``) of a request
+    (``followers`` pk=B ``R#A``), and the request of a mirror."""
+    keys: set[ItemKey] = set()
+    for table, owner, sk in found:
+        parsed = parse_sk(sk)
+        if parsed is None or parsed[0] != it.REQUEST:
+            continue
+        partner = FOLLOWING if table == FOLLOWERS else FOLLOWERS
+        keys.add(member_key(partner, parsed[1], it.REQUEST, owner))
+    return keys
+
+
 def first_look_keys(table: str, owner: int, other: int, local: dict[ItemKey, int], *, scanning: bool) -> set[ItemKey]:
     """The keys outside the partition (``table``, ``owner``) to read for the pair with ``other``,
     given the partition's items of that pair (``local``).
 
-    A user's partitions checked alone need every item of the pair. When ``scanning`` (every
-    partition of both tables is checked, ``--all``), each partition reads only what its own items
-    need: a follower item its mirror, its order item and the follower's block; a request its
-    requester's block; a block the other direction's items; a following item its mirror. The other
-    items of the pair are read when their own partition is checked."""
+    A user's partitions checked alone need every item of the pair, but a request's mirror only
+    beside a request (or a mirror) of the partition: a mirror in the other account's ``following``
+    whose request is gone names nothing in this user's partitions, and is found when that account
+    is checked (or by ``--all``), so a pair without requests costs no more than before the mirror.
+    When ``scanning`` (every partition of both tables is checked, ``--all``), each partition reads
+    only what its own items need: a follower item its mirror, its order item and the follower's
+    block; a request its mirror and its requester's block; a block the other direction's items; a
+    following item its mirror; a request's mirror its request. The other items of the pair are
+    read when their own partition is checked."""
+    needed = implied_orders(local) | request_partners(local)
     if not scanning:
-        keys = set(member_keys(owner, other)) | implied_orders(local)
+        keys = set(member_keys(owner, other, mirrors=False)) | needed
         return {k for k in keys if k[:2] != (table, owner)}
-    keys = {k for k in implied_orders(local) if k[:2] != (table, owner)}
+    keys = {k for k in needed if k[:2] != (table, owner)}
     if table == FOLLOWING:
         if member_key(FOLLOWING, owner, it.EDGE, other) in local:
             keys.add(member_key(FOLLOWERS, other, it.EDGE, owner))
@@ -189,6 +216,23 @@ def _mirror_checks(view: PairView, f: int, g: int) -> list[Violation]:
     return []
 
 
+def _request_mirror_checks(view: PairView, f: int, g: int) -> list[Violation]:
+    """f's pending request to g: its ``R#`` in ``followers`` pk=g and its mirror in ``following``
+    pk=f, both there with the same time, or neither."""
+    request_key, mirror_key = member_key(FOLLOWERS, g, it.REQUEST, f), member_key(FOLLOWING, f, it.REQUEST, g)
+    if not (view.seen(request_key) and view.seen(mirror_key)):
+        return []
+    request, mirror = view.at(request_key), view.at(mirror_key)
+    kind = "request_mirror_unpaired"
+    if request is not None and mirror is None:
+        return [Violation(kind, g, f, f"{_describe(request_key)} (at {request}) has no {_describe(mirror_key)}")]
+    if mirror is not None and request is None:
+        return [Violation(kind, f, g, f"{_describe(mirror_key)} (at {mirror}) has no {_describe(request_key)}")]
+    if request is not None and mirror is not None and request != mirror:
+        return [Violation(kind, g, f, f"{_describe(request_key)} at {request}, {_describe(mirror_key)} at {mirror}")]
+    return []
+
+
 def _order_checks(view: PairView, table: str, owner: int, member: str, other: int) -> list[Violation]:
     """A membership item and its order items in one partition: exactly one order item, at its time."""
     found: list[Violation] = []
@@ -242,6 +286,7 @@ def evaluate(view: PairView) -> list[Violation]:
     found: list[Violation] = []
     for f, g in ((view.a, view.b), (view.b, view.a)):
         found += _mirror_checks(view, f, g)
+        found += _request_mirror_checks(view, f, g)
         found += _order_checks(view, FOLLOWERS, g, it.EDGE, f)
         found += _order_checks(view, FOLLOWING, f, it.EDGE, g)
         found += _order_checks(view, FOLLOWERS, g, it.REQUEST, f)

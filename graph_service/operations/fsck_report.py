@@ -28,8 +28,22 @@ KINDS = {
     "edge_time_mismatch": "both directions present with different `at`",
     "order_unpaired": "a T#/RT# order item without its E#/R# membership item at the same `at`, or the reverse",
     "edge_and_request": "an edge and a pending request in the same direction",
+    "request_mirror_unpaired": "a pending request's R# in followers without its mirror R# in following at the same"
+    " `at`, or a mirror without its request",
     "across_block": "an edge or a request between two accounts one of which blocks the other",
     "mute_unpaired": "a mute in force whose M# and MT# items are not both there with the same attributes",
+    "state_malformed": "an account's state item (followers pk=U A) whose `st` is not a state's letter, or `gen`"
+    " (or `done`, `total`, `at`, `prev`) does not parse",
+    "archived_malformed": "an archived item (followers pk=U X#<side>#<id>) whose key, `other`, `at` or `gen` is not"
+    " well formed",
+    "archived_in_active": "an archived edge or request in the partition of an active account (no job running)",
+    "archived_of_deleted": "an archived edge or request left in the partition of a deleted account (its job done)",
+    "archived_and_live": "an archived edge or request beside a live one of the same pair and direction (no job"
+    " running)",
+    "live_edge_of_inactive": "a live E# or R# in either partition of a deactivated or deleted account (its job done)",
+    "job_malformed": "an item of the jobs' registry (followers pk=0) that is not J#<20-digit ID> with a numeric `gen`",
+    "job_stale": "a registered job (J#U) whose account is at another generation or settled, its lease expired over"
+    " an hour ago",
     "counter_drift": "users' followers_count/following_count differ from the E# items",
     "outgoing_count": "following pk=A sk=O `n` differs from A's follows plus pending requests (--all)",
     "cache_follow_state": "a cached follow state (fs) that DynamoDB contradicts",
@@ -48,7 +62,8 @@ CACHE_KINDS = frozenset(k for k in KINDS if k.startswith("cache_"))
 class Violation:
     kind: str
     user: int
-    """The account whose partition or cache slot holds the offending item."""
+    """The account whose partition or cache slot holds the offending item (a job's account for an item
+    of the jobs' registry, whose partition is nobody's; 0 when its key names no account)."""
     other: int | None
     """The other account of the pair, if the violation concerns a pair."""
     detail: str

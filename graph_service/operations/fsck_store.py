@@ -1,7 +1,10 @@
 """The edge tables' invariants, one partition at a time, and the counters against them.
 
 A ``followers`` partition's mutes (``fsck_mutes.py``) are judged on the partition alone (both
-items of a mute live in it) and confirmed by a snapshot of their keys, as the pairs are.
+items of a mute live in it) and confirmed by a snapshot of their keys, as the pairs are; its
+account lifecycle items (state, archive) by ``fsck_lifecycle.py``. The ``followers`` partition
+pk=0 is the jobs' registry, nobody's: only its entries are checked (``fsck_lifecycle.py``), and
+the ``following`` one, which nothing writes, is skipped.
 
 For each partition (one user's items of one table): the pairs its items name are looked at
 through the partition itself plus one strongly consistent BatchGetItem of the other side's keys;
@@ -37,6 +40,7 @@ from graph_service.dynamodb.operations import Item, batch_get_all, query_all, tr
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.operations.edge_counts import EdgeCounter
 from graph_service.operations.fsck_confirm import Confirmer
+from graph_service.operations.fsck_lifecycle import LifecycleChecker
 from graph_service.operations.fsck_mutes import MuteView, evaluate_mute, held, member_sk, mute_items, order_sk
 from graph_service.operations.fsck_pairs import (
     ItemKey,
@@ -53,6 +57,7 @@ from graph_service.operations.fsck_report import Report, Violation
 from graph_service.operations.reconcile_counts import CountsReconciler
 from graph_service.operations.reconcile_outgoing import OutgoingCensus, OutgoingReconciler
 from graph_service.operations.reconcile_rules import Outcome, OutgoingFinding, UserFinding
+from graph_service.store import account_items as ai
 from graph_service.store import items as it
 from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.store.graph_store import load_counts, parse_counts
@@ -85,6 +90,7 @@ class StoreChecker:
         self._outgoing = OutgoingReconciler(dynamo, tables, counter, fix=False, rounds=ROUNDS, log_findings=False)
         self._report = report
         self._later = later
+        self._lifecycle = LifecycleChecker(dynamo, self._tables, report, later)
         self._recounted: set[int] = set()
         self._counter_suspects: list[int] = []
         self.outgoing: dict[int, OutgoingCensus] = {}
@@ -102,6 +108,10 @@ class StoreChecker:
         every ``following`` partition before any ``followers`` one); ``scanning``: every partition
         of both tables is being checked (``first_look_keys``)."""
         self.partitions += 1
+        if owner == ai.JOBS_PK:  # no user has ID 0
+            if table == FOLLOWERS:
+                await self._lifecycle.check_jobs(items)
+            return
         by_other = pair_items(table, owner, items)
         if outgoing:
             self._note_outgoing(table, owner, items, by_other)
@@ -111,6 +121,8 @@ class StoreChecker:
         if table == FOLLOWERS:
             self._check_mutes(owner, items)
         try:
+            if table == FOLLOWERS:
+                await self._lifecycle.check_account(owner, items)
             others = list(by_other)
             for start in range(0, len(others), PARTNERS_AT_ONCE):
                 chunk = {o: by_other[o] for o in others[start : start + PARTNERS_AT_ONCE]}

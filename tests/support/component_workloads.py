@@ -18,6 +18,7 @@ import contextlib
 import copy
 import json
 import os
+import random
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -138,6 +139,32 @@ async def drive_graph_api(stub: pb_grpc.SocialGraphServiceStub, redis_url: str) 
     suggested = await stub.SuggestFollows(pb.SuggestFollowsRequest(user_id=2))  # 2 follows 1, who follows AUTHOR
     assert [s.user_id for s in suggested.suggestions] == [AUTHOR]
     assert await requests_of(stub, 5) == []
+    await drive_account_jobs(stub)
+
+
+async def drive_account_jobs(stub: pb_grpc.SocialGraphServiceStub) -> None:
+    """One account deactivated, reactivated and deleted, each job run to its end by ``serve``: every
+    call an archive, a restore and a deletion make (the leases, the fenced batches, the marks). The
+    two accounts are new at each run (a workload may run twice on one set of tables, and a deleted
+    account stays deleted)."""
+    leaving = random.randrange(10**12, 2 * 10**12)
+    staying = leaving + 1  # with an edge to and a request from the leaving account
+    assert await follow(stub, staying, leaving) == pb.FOLLOW_STATE_FOLLOWING
+    await set_private(stub, staying, True)
+    assert await follow(stub, leaving, staying) == pb.FOLLOW_STATE_REQUESTED
+    await stub.Mute(pb.MuteRequest(muter_id=leaving, muted_id=staying))
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=leaving))
+    await _settled(stub, leaving, pb.ACCOUNT_STATE_DEACTIVATED)
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=leaving))
+    await _settled(stub, leaving, pb.ACCOUNT_STATE_ACTIVE)
+    await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=leaving))
+    await _settled(stub, leaving, pb.ACCOUNT_STATE_DELETED)
+    assert await requests_of(stub, staying) == []
+
+
+async def _settled(stub: pb_grpc.SocialGraphServiceStub, user_id: int, state: int) -> None:
+    request = pb.GetAccountStateRequest(user_id=user_id)
+    await eventually(lambda: stub.GetAccountState(request), lambda reply: reply.state == state, timeout=30)
 
 
 async def forget_cached(redis_url: str, *names: str) -> None:

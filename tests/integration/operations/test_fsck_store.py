@@ -1,11 +1,14 @@
-"""fsck on the edge tables: each kind of violation, planted as raw items, is reported with its kind and user."""
+"""fsck on the edge tables: each kind of violation, planted as raw items, is reported with its kind and user;
+a graph with requests, an archive and jobs in flight, planted the same way, is clean."""
 
 from __future__ import annotations
 
 import io
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from graph_service.domain.accounts import Archived, Lifecycle, Side
 from graph_service.domain.models import Edge
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item
@@ -14,10 +17,12 @@ from graph_service.entrypoints.fsck import run_fsck
 from graph_service.operations.fsck import FsckPlan
 from graph_service.operations.fsck_report import Report
 from graph_service.settings import Settings
+from graph_service.store import account_items as ai
 from graph_service.store import items as it
 from tests.support.seeding import seed_follows
 
 T0 = 1_764_000_000_000_000
+HOUR_MS = 3_600_000
 Found = set[tuple[str, int, int | None]]
 
 
@@ -40,7 +45,7 @@ class Plant:
             (self.followers if table == FOLLOWERS else self.following)[owner] += 1
             if table == FOLLOWING:
                 self.made[owner] += 1
-        if sk.startswith(it.REQUEST) and not sk.startswith(it.REQUEST_ORDER):
+        if table == FOLLOWERS and sk.startswith(it.REQUEST) and not sk.startswith(it.REQUEST_ORDER):
             self.made[int(item["other"]["N"])] += 1
 
     def edge_half(self, table: str, owner: int, other: int, at: int, *, order: bool = True) -> None:
@@ -52,13 +57,32 @@ class Plant:
         self.edge_half(FOLLOWERS, followee, follower, at)
         self.edge_half(FOLLOWING, follower, followee, at)
 
-    def request(self, requester: int, user: int, at: int, *, order: bool = True) -> None:
+    def request(self, requester: int, user: int, at: int, *, order: bool = True, mirror: bool = True) -> None:
         self.put(FOLLOWERS, it.item(it.key(it.REQUEST, user, requester), Edge(requester, at)))
         if order:
             self.put(FOLLOWERS, it.item(it.order_key(it.REQUEST_ORDER, user, Edge(requester, at)), Edge(requester, at)))
+        if mirror:
+            self.put(FOLLOWING, it.item(it.key(it.REQUEST, requester, user), Edge(user, at)))
 
     def block(self, blocker: int, blocked: int, at: int) -> None:
         self.put(FOLLOWERS, it.item(it.key(it.BLOCK, blocker, blocked), Edge(blocked, at)))
+
+    def state(self, user: int, state: Lifecycle, gen: int = 1) -> None:
+        """The account's state item, as ``DynamoAccounts.change`` writes it."""
+        numbers = {"gen": gen, "done": 0, "total": 0, "at": T0}
+        self.put(
+            FOLLOWERS,
+            {**ai.state_key(user), "st": {"S": state.value}, "prev": {"S": "a"}}
+            | {name: {"N": str(n)} for name, n in numbers.items()},
+        )
+
+    def archive(self, owner: int, side: Side, other: int, gen: int = 1) -> None:
+        self.put(FOLLOWERS, ai.archive_item(Archived(owner, side, other, T0), gen))
+
+    def job(self, user: int, gen: int, until_ms: int) -> None:
+        """A registered job, its lease held until ``until_ms`` (0: never taken)."""
+        owner = {"S": "worker" if until_ms else ""}
+        self.put(FOLLOWERS, {**ai.job_key(user), "gen": {"N": str(gen)}, "owner": owner, "until": {"N": str(until_ms)}})
 
     async def commit(
         self, *, counters: dict[int, tuple[int, int]] | None = None, made: dict[int, int] | None = None
@@ -194,3 +218,98 @@ async def test_a_sample_checks_that_many_distinct_users(settings: Settings) -> N
     assert len(users) == 5
     assert users <= set(range(1, 21))
     assert out.splitlines()[-1] == "fsck: 5 violations (counter_drift 5) (5 users, 10 partitions, 0 cache entries)"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def test_requests_archives_and_jobs_in_their_rightful_states_are_clean(settings: Settings) -> None:
+    plant = Plant(settings)
+    plant.follow(1, 2, T0)
+    plant.request(3, 1, T0 + 1)  # with its mirror in following pk=3
+    plant.state(5, Lifecycle.DEACTIVATED)  # 5's job done: its archive, no live item
+    for side, other in ((Side.FOLLOWER, 6), (Side.FOLLOWING, 7), (Side.REQUESTER, 8), (Side.REQUESTED, 9)):
+        plant.archive(5, side, other)
+    plant.state(10, Lifecycle.DEACTIVATING)  # 10's job running: half archived, half live
+    plant.archive(10, Side.FOLLOWER, 11)
+    plant.follow(12, 10, T0 + 2)
+    plant.job(10, 1, _now_ms() + 30_000)
+    plant.state(14, Lifecycle.DELETED, gen=2)
+    plant.state(15, Lifecycle.REACTIVATING, gen=3)  # registered, waiting for a worker
+    plant.archive(15, Side.FOLLOWING, 1)
+    plant.job(15, 3, 0)
+    plant.state(16, Lifecycle.DEACTIVATED)  # an entry left behind a moment ago: a worker drops it
+    plant.job(16, 1, _now_ms() - 60_000)
+    await plant.commit()
+
+    report, out = await fsck(settings, FsckPlan(everything=True, segments=2, settle_seconds=0))
+    assert report.violations == []
+    assert out.splitlines()[-1].startswith("fsck: no violation (")
+
+    report, _ = await fsck(settings, FsckPlan(users=(1, 3, 5, 10, 14, 15), settle_seconds=0))
+    assert report.violations == []
+
+
+async def test_each_planted_lifecycle_violation_is_reported_with_its_kind_and_user(settings: Settings) -> None:
+    plant = Plant(settings)
+    plant.request(200, 201, T0, mirror=False)  # a request without its mirror
+    plant.put(FOLLOWING, it.item(it.key(it.REQUEST, 202, 203), Edge(203, T0)))  # a mirror without its request
+    plant.put(FOLLOWERS, {**ai.state_key(204), "st": {"S": "Q"}, "gen": {"N": "1"}})
+    plant.put(FOLLOWERS, {**ai.archive_item(Archived(204, Side.FOLLOWING, 92, T0), 1), "at": {"S": "x"}})
+    plant.state(205, Lifecycle.DEACTIVATED)
+    plant.put(FOLLOWERS, {**ai.archive_item(Archived(205, Side.FOLLOWER, 90, T0), 1), "other": {"N": "91"}})
+    plant.archive(206, Side.FOLLOWING, 207)  # 206 is active (no state item)
+    plant.state(208, Lifecycle.DELETED, gen=2)
+    plant.archive(208, Side.REQUESTER, 209)
+    plant.state(210, Lifecycle.DEACTIVATED)  # 210 -> 211 archived and live
+    plant.archive(210, Side.FOLLOWING, 211)
+    plant.follow(210, 211, T0)
+    plant.state(212, Lifecycle.DELETED, gen=2)  # 212's request to 213 left
+    plant.request(212, 213, T0)
+    plant.state(214, Lifecycle.DEACTIVATED)  # 215 still follows 214
+    plant.follow(215, 214, T0)
+    plant.put(FOLLOWERS, {**ai.job_key(216), "owner": {"S": ""}})  # no gen
+    plant.state(217, Lifecycle.DEACTIVATED)  # its job's entry left behind long ago
+    plant.job(217, 1, _now_ms() - 2 * HOUR_MS)
+    plant.job(218, 1, 0)  # no such job: 218 was never deactivated
+    await plant.commit()
+
+    report, out = await fsck(settings, FsckPlan(everything=True, segments=2, settle_seconds=0))
+
+    expected = {
+        ("request_mirror_unpaired", 201, 200),
+        ("request_mirror_unpaired", 202, 203),
+        ("state_malformed", 204, None),
+        ("archived_malformed", 204, None),  # judged even though its account's state is not
+        ("archived_malformed", 205, None),
+        ("archived_in_active", 206, 207),
+        ("archived_of_deleted", 208, 209),
+        ("archived_and_live", 210, 211),
+        ("live_edge_of_inactive", 210, 211),
+        ("live_edge_of_inactive", 212, 213),
+        ("live_edge_of_inactive", 214, 215),
+        ("job_malformed", 216, None),
+        ("job_stale", 217, None),
+        ("job_stale", 218, None),
+    }
+    assert found(report) == expected
+    assert len(report.violations) == len(expected)
+    lines = out.splitlines()
+    assert f"archived_malformed user=205: followers pk=205 X#F#{90:020d}: `other` is 91, the key says 90" in lines
+    assert (
+        "live_edge_of_inactive user=212 other=213: following pk=212 R#213 (at 1764000000000000) while deleted" in lines
+    )
+    assert f"job_malformed user=216: followers pk=0 J#{216:020d}: no `gen`" in lines
+
+    report, _ = await fsck(settings, FsckPlan(users=(201, 206, 210, 212), settle_seconds=0))
+
+    # Chosen users: a request's mirror is read beside the request; an account's own partitions are
+    # judged whole; the jobs' registry (nobody's) needs --all.
+    assert found(report) == {
+        ("request_mirror_unpaired", 201, 200),
+        ("archived_in_active", 206, 207),
+        ("archived_and_live", 210, 211),
+        ("live_edge_of_inactive", 210, 211),
+        ("live_edge_of_inactive", 212, 213),
+    }

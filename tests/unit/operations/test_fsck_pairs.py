@@ -13,8 +13,10 @@ from graph_service.operations.fsck_pairs import (
     first_look_keys,
     implied_orders,
     member_key,
+    member_keys,
     pair_items,
     parse_sk,
+    request_partners,
 )
 from graph_service.operations.fsck_report import Violation
 from graph_service.store import items as it
@@ -38,10 +40,11 @@ def edge(follower: int = F, followee: int = G, at: int = T, at_mirror: int | Non
     }
 
 
-def request(requester: int = F, user: int = G, at: int = T) -> dict[ItemKey, int]:
+def request(requester: int = F, user: int = G, at: int = T, at_mirror: int | None = None) -> dict[ItemKey, int]:
     return {
         member_key(FOLLOWERS, user, it.REQUEST, requester): at,
         order(FOLLOWERS, user, it.REQUEST_ORDER, requester, at): at,
+        member_key(FOLLOWING, requester, it.REQUEST, user): at if at_mirror is None else at_mirror,
     }
 
 
@@ -144,7 +147,11 @@ def test_a_whole_scan_reads_only_what_each_partitions_items_need() -> None:
         order(FOLLOWING, F, it.EDGE_ORDER, G, T),
         member_key(FOLLOWERS, F, it.BLOCK, G),
     }
-    assert first_look_keys(FOLLOWERS, G, F, request(), scanning=True) == {member_key(FOLLOWERS, F, it.BLOCK, G)}
+    requested = {k: v for k, v in request().items() if k[:2] == (FOLLOWERS, G)}
+    assert first_look_keys(FOLLOWERS, G, F, requested, scanning=True) == {
+        member_key(FOLLOWING, F, it.REQUEST, G),  # its mirror
+        member_key(FOLLOWERS, F, it.BLOCK, G),
+    }
     assert first_look_keys(FOLLOWERS, G, F, block(G, F), scanning=True) == {
         member_key(FOLLOWERS, F, it.EDGE, G),
         member_key(FOLLOWERS, F, it.REQUEST, G),
@@ -195,3 +202,52 @@ def test_a_partitions_items_are_grouped_by_the_other_account() -> None:
     assert set(grouped) == {F, 3}
     assert grouped[3] == {member_key(FOLLOWERS, G, it.BLOCK, 3): 5}
     assert len(grouped[F]) == 2
+
+
+def test_a_request_and_its_mirror_must_both_be_there_at_the_same_time() -> None:
+    mirror = member_key(FOLLOWING, F, it.REQUEST, G)
+    assert kinds(without(request(), mirror)) == {("request_mirror_unpaired", G, F)}
+    assert kinds({mirror: T}) == {("request_mirror_unpaired", F, G)}  # a mirror needs its request, no order item
+    (violation,) = evaluate(PairView(F, G, request(at_mirror=T + 3), complete=EVERYWHERE))
+    assert violation == Violation(
+        "request_mirror_unpaired", G, F, f"followers pk={G} R#{F} at {T}, following pk={F} R#{G} at {T + 3}"
+    )
+    (violation,) = evaluate(PairView(F, G, {mirror: T}, complete=EVERYWHERE))
+    assert violation.detail == f"following pk={F} R#{G} (at {T}) has no followers pk={G} R#{F}"
+    assert kinds({**request(), **request(G, F, T + 1)}) == set()  # a request each way, each mirrored
+
+
+def test_a_request_whose_mirror_was_not_read_is_not_judged() -> None:
+    mirror = member_key(FOLLOWING, F, it.REQUEST, G)
+    assert kinds(without(request(), mirror), complete=frozenset({(FOLLOWERS, G)})) == set()
+    view = PairView(F, G, without(request(), mirror), looked=frozenset({mirror}), complete=frozenset({(FOLLOWERS, G)}))
+    assert [v.kind for v in evaluate(view)] == ["request_mirror_unpaired"]
+
+
+def test_a_requests_mirror_implies_no_order_item_and_each_half_names_the_other() -> None:
+    request_key, mirror = member_key(FOLLOWERS, G, it.REQUEST, F), member_key(FOLLOWING, F, it.REQUEST, G)
+    assert implied_orders({mirror: T}) == set()
+    assert request_partners({request_key: T}) == {mirror}
+    assert request_partners({mirror: T}) == {request_key}
+    assert request_partners(edge()) == set()
+    assert len(member_keys(F, G)) == 10
+    assert set(member_keys(F, G)) - set(member_keys(F, G, mirrors=False)) == {
+        mirror,
+        member_key(FOLLOWING, G, it.REQUEST, F),
+    }
+
+
+def test_a_first_look_reads_a_mirror_only_beside_a_request() -> None:
+    mirrored = {member_key(FOLLOWING, F, it.REQUEST, G): T}
+    assert first_look_keys(FOLLOWING, F, G, mirrored, scanning=True) == {member_key(FOLLOWERS, G, it.REQUEST, F)}
+    requested = {k: v for k, v in request().items() if k[:2] == (FOLLOWERS, G)}
+    alone = first_look_keys(FOLLOWERS, G, F, requested, scanning=False)
+    assert member_key(FOLLOWING, F, it.REQUEST, G) in alone
+    assert member_key(FOLLOWING, G, it.REQUEST, F) not in alone  # G made no request: nothing names it
+    assert first_look_keys(FOLLOWING, F, G, mirrored, scanning=False) == set(member_keys(F, G, mirrors=False)) - {
+        member_key(FOLLOWING, F, it.EDGE, G)  # in the partition itself; and no RT# beside a mirror
+    }
+    follower = {k: v for k, v in edge().items() if k[:2] == (FOLLOWERS, G)}
+    for scanning in (True, False):  # no request: no mirror read
+        keys = first_look_keys(FOLLOWERS, G, F, follower, scanning=scanning)
+        assert not {k for k in keys if k[0] == FOLLOWING and k[2].startswith(it.REQUEST)}

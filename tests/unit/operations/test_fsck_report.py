@@ -143,3 +143,13 @@ def test_what_argparse_cannot_see_is_a_usage_error_before_anything_connects(
     args = build_parser().parse_args(argv)
     assert run(Settings(redis_url=""), args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_help_describes_the_lifecycle_checks_and_lists_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        build_parser(["fsck", "--help"]).parse_args(["fsck", "--help"])
+    assert ended.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "The account lifecycle (deactivate, reactivate, delete) is checked too" in shown
+    for kind in KINDS:
+        assert kind in shown
