@@ -38,7 +38,8 @@ class AuthServer:
     channel: grpc.aio.Channel
     callers_file: Path
     tokens: dict[str, str]
-    """caller name -> token: ``reader`` (read), ``writer`` (write), ``both`` (read, write)."""
+    """caller name -> token: ``reader`` (read), ``writer`` (write), ``both`` (read, write), ``admin``
+    (admin only)."""
 
     async def call(self, method: str, token: str | None, request: object | None = None) -> grpc.StatusCode:
         """The status of one call of ``method`` (an empty request unless given) with ``token``."""
@@ -72,11 +73,15 @@ def write_callers(path: Path, callers: dict[str, tuple[list[str], str]]) -> None
     path.write_text(text, encoding="utf-8")
 
 
+SCOPES = {"reader": {"read"}, "writer": {"write"}, "both": {"read", "write"}, "admin": {"admin"}}
+"""The callers of ``serving_callers`` and their scopes."""
+
+
 @contextlib.asynccontextmanager
 async def serving_callers(settings: Settings, tmp_path: Path, reload_seconds: float) -> AsyncIterator[AuthServer]:
     """A server whose callers file holds ``reader`` (read), ``writer`` (write) and ``both``."""
-    tokens = {name: mint_token() for name in ("reader", "writer", "both")}
-    scopes = {"reader": ["read"], "writer": ["write"], "both": ["read", "write"]}
+    tokens = {name: mint_token() for name in SCOPES}
+    scopes = {name: sorted(granted) for name, granted in SCOPES.items()}
     callers_file = tmp_path / "callers.toml"
     write_callers(callers_file, {name: (scopes[name], tokens[name]) for name in tokens})
     secured = replace(settings, auth_tokens_file=str(callers_file), auth_reload_seconds=reload_seconds)
@@ -107,7 +112,7 @@ async def test_each_scope_against_each_rpc(auth: AuthServer) -> None:
     for method, scope in SCOPE_OF.items():
         for name, token in auth.tokens.items():
             code = await auth.call(method, token)
-            may = scope in {"reader": {"read"}, "writer": {"write"}, "both": {"read", "write"}}[name]
+            may = scope in SCOPES[name]
             assert (code in ALLOWED) if may else (code == DENIED), (method, name, code)
         assert await auth.call(method, None) == UNAUTHENTICATED, method
         assert await auth.call(method, mint_token()) == UNAUTHENTICATED, method
@@ -137,6 +142,38 @@ async def test_a_missing_scope_is_permission_denied_naming_the_scope(auth: AuthS
         response_deserializer=pb.IsFollowingResponse.FromString,
     )(is_following, metadata=(("authorization", f"Bearer {auth.tokens['both']}"),))
     assert not reply.following
+
+
+async def test_the_lifecycle_changes_need_admin_and_admin_grants_nothing_else(auth: AuthServer) -> None:
+    """A write caller cannot deactivate an account (MISSING_SCOPE naming ``admin``, nothing
+    changes); an admin caller can, and cannot follow (``admin`` is no ``write``)."""
+    deactivate = auth.channel.unary_unary(
+        "/socialgraph.v1.SocialGraphService/DeactivateAccount",
+        request_serializer=pb.DeactivateAccountRequest.SerializeToString,
+        response_deserializer=pb.DeactivateAccountResponse.FromString,
+    )
+    request = pb.DeactivateAccountRequest(user_id=5)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await deactivate(request, metadata=(("authorization", f"Bearer {auth.tokens['both']}"),))
+    assert refused.value.code() == DENIED
+    assert dict(error_info(refused.value).metadata) == {"scope": "admin"}
+    state = pb.GetAccountStateRequest(user_id=5)
+    method = "/socialgraph.v1.SocialGraphService/GetAccountState"
+    assert await auth.call(method, auth.tokens["reader"], state) == grpc.StatusCode.OK
+    reader = (("authorization", f"Bearer {auth.tokens['reader']}"),)
+    get_state = auth.channel.unary_unary(
+        method,
+        request_serializer=pb.GetAccountStateRequest.SerializeToString,
+        response_deserializer=pb.GetAccountStateResponse.FromString,
+    )
+    assert (await get_state(state, metadata=reader)).state == pb.ACCOUNT_STATE_ACTIVE
+    await deactivate(request, metadata=(("authorization", f"Bearer {auth.tokens['admin']}"),))
+    assert (await get_state(state, metadata=reader)).state in {
+        pb.ACCOUNT_STATE_DEACTIVATING,
+        pb.ACCOUNT_STATE_DEACTIVATED,
+    }
+    follow = pb.FollowRequest(follower_id=6, followee_id=7)
+    assert await auth.call("/socialgraph.v1.SocialGraphService/Follow", auth.tokens["admin"], follow) == DENIED
 
 
 GARBLED = [
