@@ -186,7 +186,8 @@ def test_grpcurl_shows_invalid_argument_for_a_bad_call(service: Service) -> None
 
 
 def test_grpcurl_relationship_walkthrough_of_the_readme(service: Service) -> None:
-    """The README's private-account, block, relationship and mute examples, with the replies it shows."""
+    """The README's private-account, block, relationship, mute and account lifecycle examples, with
+    the replies it shows."""
     a, b, c, d = 7030, 7031, 7032, 7033
     assert call(service, "SetPrivacy", {"user_id": a, "private": True}) == {}
     assert call(service, "Follow", {"follower_id": b, "followee_id": a}) == {"state": "FOLLOW_STATE_REQUESTED"}
@@ -234,6 +235,20 @@ def test_grpcurl_relationship_walkthrough_of_the_readme(service: Service) -> Non
     assert '"reason":"INVALID_DURATION"' in negative.stderr
     assert call(service, "Unmute", {"muter_id": b, "muted_id": c}) == {}
     assert call(service, "ListMutes", {"user_id": b}) == {}
+    assert call(service, "DeactivateAccount", {"user_id": d}) == {}
+    wait_until(
+        lambda: (
+            call(service, "GetAccountState", {"user_id": d})
+            == {"state": "ACCOUNT_STATE_DEACTIVATED", "edges_done": "1", "edges_total": "1"}
+        ),
+        timeout=30,
+        what="the deactivation's job archived b's follow of d",
+    )
+    away = grpcurl(service, f"{SERVICE}/Follow", data={"follower_id": a, "followee_id": d})
+    assert "Code: FailedPrecondition" in away.stderr
+    assert f"Message: account {d} is deactivated" in away.stderr
+    assert '"reason":"ACCOUNT_DEACTIVATED"' in away.stderr
+    assert call(service, "ReactivateAccount", {"user_id": d}) == {}
 
 
 # -- process lifecycle -----------------------------------------------------------------------
