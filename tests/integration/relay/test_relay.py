@@ -348,6 +348,56 @@ async def test_edge_changes_are_follow_events_keyed_by_followee_and_other_writes
         assert started_us // 60_000_000 * 60_000_000 <= at <= finished_us
 
 
+ACCOUNT_TYPE = b"socialgraph.v1.AccountEvent"
+
+
+async def test_an_account_change_is_one_account_event_and_its_jobs_make_no_follow_event(
+    event_settings: Settings, stub: Stub
+) -> None:
+    """SPEC §5: deactivating, reactivating and deleting account 2 is one AccountEvent each, keyed by
+    2, in commit order with its FollowEvents; archiving, restoring and deleting its follows make
+    none. An unfollow of a restored follow is an unfollow."""
+
+    async def settled(state: int) -> None:
+        request = pb.GetAccountStateRequest(user_id=2)
+        await eventually(lambda: stub.GetAccountState(request), lambda r: r.state == state, timeout=30)
+
+    async with running_relay(event_settings), reading(event_settings, event_settings.graph_events_topic) as topic:
+        await follow(stub, 1, 2)
+        await follow(stub, 3, 2)
+        await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=2))
+        await settled(pb.ACCOUNT_STATE_DEACTIVATED)
+        await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=2))  # again: no change, no event
+        await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=2))
+        await settled(pb.ACCOUNT_STATE_ACTIVE)
+        await unfollow(stub, 1, 2)
+        await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=2))
+        await settled(pb.ACCOUNT_STATE_DELETED)
+        await topic.until(lambda records: len(records) >= 6)
+        records = await topic.drain()
+
+    seen: list[tuple[str, int, int]] = []
+    for record in records:
+        assert record.key == b"2"
+        event_type = dict(record.headers)["event-type"]
+        if event_type == ACCOUNT_TYPE:
+            account = epb.AccountEvent.FromString(record.value or b"")
+            assert account.at.ToMicroseconds() > 0
+            seen.append(("account", account.type, account.user_id))
+        else:
+            assert event_type == FOLLOW_TYPE
+            message = epb.FollowEvent.FromString(record.value or b"")
+            seen.append(("follow", message.type, message.follower_id))
+    assert seen == [
+        ("follow", FOLLOWED, 1),
+        ("follow", FOLLOWED, 3),
+        ("account", epb.ACCOUNT_EVENT_TYPE_DEACTIVATED, 2),
+        ("account", epb.ACCOUNT_EVENT_TYPE_REACTIVATED, 2),
+        ("follow", UNFOLLOWED, 1),
+        ("account", epb.ACCOUNT_EVENT_TYPE_DELETED, 2),
+    ]
+
+
 async def test_an_unfollowed_event_is_not_dated_before_the_edge_was_made(event_settings: Settings, stub: Stub) -> None:
     """FollowEvent.at is "when the edge was made or removed": a removal cannot come before the making."""
     async with running_relay(event_settings), reading(event_settings, event_settings.graph_events_topic) as topic:
