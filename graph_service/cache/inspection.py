@@ -41,10 +41,11 @@ class EntryKind(Enum):
     RELATIONSHIP = "rl"
     MUTE = "mu"
     PRIVACY = "pv"
+    ACCOUNT_STATE = "st"
 
 
 LISTS = {EntryKind.FOLLOWERS_LIST: Direction.FOLLOWERS, EntryKind.FOLLOWING_LIST: Direction.FOLLOWING}
-_KEY = re.compile(rf"^{keys.PREFIX}:\{{(\d+)\}}:(?:(fs|rl|mu):(\d+)|(fl|fg|cnt|pv))$")
+_KEY = re.compile(rf"^{keys.PREFIX}:\{{(\d+)\}}:(?:(fs|rl|mu):(\d+)|(fl|fg|cnt|pv|st))$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +125,8 @@ class CacheInspector:
             # Counts have no epoch: their fills are guarded by the users table's version instead.
             await self._redis.delete(entry.key)
             return
-        epoch = keys.privacy_epoch(entry.user) if entry.kind is EntryKind.PRIVACY else keys.epoch(entry.user)
+        settings = entry.kind in (EntryKind.PRIVACY, EntryKind.ACCOUNT_STATE)
+        epoch = keys.privacy_epoch(entry.user) if settings else keys.epoch(entry.user)
         await self._drop(keys=[epoch, entry.key])
 
 

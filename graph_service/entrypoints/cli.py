@@ -196,6 +196,9 @@ SERVING = (
     "tweet_author_ttl_seconds",
     "celebrity_threshold",
     "celebrity_refresh_seconds",
+    "account_jobs",
+    "account_job_lease_seconds",
+    "account_job_poll_seconds",
 )
 
 

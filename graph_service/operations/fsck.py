@@ -35,6 +35,7 @@ from graph_service.operations.progress import meter
 from graph_service.operations.scanning import for_each_partition, sample_partition_keys, total_items
 from graph_service.redis_client.connect import AnyRedis
 from graph_service.store.account_items import JOBS_PK
+from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
 
 __all__ = ["REDIS_TIMEOUT_SECONDS", "FsckPlan", "check", "clean"]
@@ -97,7 +98,12 @@ async def check(
         cache = None
         if redis is not None:
             cache = CacheChecker(
-                CacheInspector(redis), DynamoGraphStore(dynamo, tables), report, later, repair=plan.repair_cache
+                CacheInspector(redis),
+                DynamoGraphStore(dynamo, tables),
+                report,
+                later,
+                repair=plan.repair_cache,
+                accounts=DynamoAccounts(dynamo, tables),
             )
         if plan.everything:
             await _everything(dynamo, tables, store, plan.segments, counters=behind is None)

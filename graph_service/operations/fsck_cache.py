@@ -17,6 +17,8 @@ import functools
 from collections.abc import Collection, Mapping, Sequence
 
 from graph_service.cache.inspection import LIST_COMPLETE, LISTS, CachedEntry, CacheInspector, EntryKind, Raw
+from graph_service.domain.account_ports import AccountStates
+from graph_service.domain.accounts import Lifecycle
 from graph_service.domain.models import Cursor, Direction, Edge, Relationship
 from graph_service.domain.times import now_us
 from graph_service.operations.fsck_confirm import Confirmer
@@ -30,6 +32,7 @@ KIND = {
     EntryKind.RELATIONSHIP: "cache_relationship",
     EntryKind.MUTE: "cache_mute",
     EntryKind.PRIVACY: "cache_privacy",
+    EntryKind.ACCOUNT_STATE: "cache_account_state",
     EntryKind.COUNTS: "cache_counts",
     EntryKind.FOLLOWERS_LIST: "cache_list",
     EntryKind.FOLLOWING_LIST: "cache_list",
@@ -44,10 +47,18 @@ Finding = tuple[str, Signature]
 
 class CacheChecker:
     def __init__(
-        self, inspector: CacheInspector, store: DynamoGraphStore, report: Report, later: Confirmer, *, repair: bool
+        self,
+        inspector: CacheInspector,
+        store: DynamoGraphStore,
+        report: Report,
+        later: Confirmer,
+        *,
+        repair: bool,
+        accounts: AccountStates,
     ) -> None:
         self._inspector = inspector
         self._store = store
+        self._accounts = accounts
         self._report = report
         self._later = later
         self._repair = repair
@@ -77,6 +88,7 @@ class CacheChecker:
         results = await asyncio.gather(
             self._pairs(present),
             self._privacy(present),
+            self._states(present),
             self._counts(present),
             *(self._list(e, r) for e, r in present.items() if e.kind in LISTS),
         )
@@ -124,6 +136,25 @@ class CacheChecker:
             if raw != expected:
                 said = "private" if private else "public"
                 found[entry] = (f"{entry.key} = {raw}; DynamoDB: {said}", frozenset({(raw, expected)}))
+        return found
+
+    async def _states(self, present: Mapping[CachedEntry, Raw]) -> dict[CachedEntry, Finding]:
+        """A cached lifecycle state must be the stored one (its job's progress within one state
+        aside: ``d`` and ``D`` both hide the account alike, and so on, so only that is compared)."""
+        entries = [e for e in present if e.kind is EntryKind.ACCOUNT_STATE]
+        if not entries:
+            return {}
+        truth = await self._accounts.states([e.user for e in entries])
+        found: dict[CachedEntry, Finding] = {}
+        for entry in entries:
+            raw, stored = str(present[entry]), truth[entry.user]
+            try:
+                cached = Lifecycle(raw)
+            except ValueError:
+                cached = None
+            if cached is None or cached.in_graph != stored.in_graph or cached.deleted != stored.deleted:
+                detail = f"{entry.key} = {raw}; DynamoDB: {stored.name} ({stored.value})"
+                found[entry] = (detail, frozenset({(raw, stored.value)}))
         return found
 
     async def _counts(self, present: Mapping[CachedEntry, Raw]) -> dict[CachedEntry, Finding]:

@@ -52,6 +52,7 @@ KINDS = {
     "cache_relationship": "cached relationship flags (rl) that DynamoDB contradicts",
     "cache_mute": "a cached mute (mu) that DynamoDB contradicts (an ended mute agrees with none)",
     "cache_privacy": "a cached privacy flag (pv) that DynamoDB contradicts",
+    "cache_account_state": "a cached lifecycle state (st) on the other side of the graph from the stored one",
 }
 """Every kind, with what it means (the README's table)."""
 

@@ -88,7 +88,10 @@ async def test_a_graph_made_by_the_service_is_clean_and_planted_cache_entries_ar
         await redis.set(keys.mute(1, 2), "0:1")  # 1 does not mute 2
         await redis.set(keys.mute(1, 4), "1:0")  # a mute that ended long ago: agrees with "none"
         await redis.set(keys.follow_state(1, 2), "1")  # true: must stay
+        await redis.set(keys.account_state(3), "D")  # 3 was never deactivated
+        await redis.set(keys.account_state(2), "r")  # in the graph, as 2 is: no difference
         bad = {
+            ("cache_account_state", 3, None),
             ("cache_follow_state", 3, 1),
             ("cache_list", 2, None),
             ("cache_counts", 1, None),
@@ -107,12 +110,13 @@ async def test_a_graph_made_by_the_service_is_clean_and_planted_cache_entries_ar
         plan = FsckPlan(users=(1, 2, 3, 4), repair_cache=True, settle_seconds=0)
         report, out = await fsck(settings, plan)
         assert found(report) == bad
-        assert report.repaired == 6
+        assert report.repaired == 7
         assert clean(report, plan)
-        assert out.count("(repaired: entry deleted)") == 6
+        assert out.count("(repaired: entry deleted)") == 7
         gone = [keys.follow_state(3, 1), keys.list_key(Direction.FOLLOWERS, 2), keys.counts(1)]
-        gone += [keys.relationship(1, 3), keys.privacy(4), keys.mute(1, 2)]
-        assert [await redis.exists(k) for k in gone] == [0] * 6
+        gone += [keys.relationship(1, 3), keys.privacy(4), keys.mute(1, 2), keys.account_state(3)]
+        assert [await redis.exists(k) for k in gone] == [0] * 7
+        assert await redis.get(keys.account_state(2)) == "r"
         assert await redis.get(keys.mute(1, 4)) == "1:0"  # agrees: an ended mute mutes nothing
         assert await redis.get(keys.follow_state(1, 2)) == "1"
         assert await redis.exists(keys.list_key(Direction.FOLLOWING, 1)) == 1

@@ -16,6 +16,7 @@ from graph_service.operations.fsck_store import StoreChecker
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
 from graph_service.store import items as it
+from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
 
 T0 = 1_764_000_000_000_000
@@ -49,7 +50,14 @@ async def test_suspicions_that_settle_before_the_second_look_are_not_reported(se
         later = Confirmer(0)  # not started yet: suspicions wait in its queue
         tables = TableNames(settings.table_prefix)
         store = StoreChecker(dynamo, tables, report, later)
-        cache = CacheChecker(CacheInspector(redis), DynamoGraphStore(dynamo, tables), report, later, repair=False)
+        cache = CacheChecker(
+            CacheInspector(redis),
+            DynamoGraphStore(dynamo, tables),
+            report,
+            later,
+            repair=False,
+            accounts=DynamoAccounts(dynamo, tables),
+        )
         for user in (1, 2, 3, 4):
             await store.check_user(user)
         store.flush()

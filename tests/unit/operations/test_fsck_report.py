@@ -66,6 +66,7 @@ def test_a_run_is_clean_without_violations_or_with_only_cache_ones_all_repaired(
         "cache_counts",
         "cache_relationship",
         "cache_mute",
+        "cache_account_state",
         "cache_privacy",
     }
 
