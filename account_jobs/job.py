@@ -77,8 +77,12 @@ class AccountJob:
             await self._take_out(user_id, gen, side, report, archive=True)
 
     async def _total(self, user_id: int, gen: int, state: Lifecycle, sides: Sequence[Side | None]) -> None:
-        counts = await asyncio.gather(*(self._store.count(user_id, side) for side in sides))
-        if not await self._store.set_total(user_id, gen, state, sum(counts)):
+        """Record the job's total: what its batches moved so far (a job taken over after a crash)
+        plus what is left to move."""
+        status, counts = await asyncio.gather(
+            self._store.status(user_id), asyncio.gather(*(self._store.count(user_id, side) for side in sides))
+        )
+        if status.gen != gen or not await self._store.set_total(user_id, gen, state, status.edges_done + sum(counts)):
             raise Superseded
 
     async def _take_out(self, user_id: int, gen: int, side: Side, report: JobReport, *, archive: bool) -> None:
