@@ -90,8 +90,9 @@ class AccountJob:
         size = self._store.per_batch(side, archive=archive)
         refused = 0
         while edges := await self._store.live(user_id, side, size):
-            if side.is_edge:
-                await self._store.mark(user_id, gen, side, edges)
+            state = Lifecycle.DEACTIVATING if archive else Lifecycle.DELETING
+            if side.is_edge and not await self._store.mark(user_id, gen, side, edges, state):
+                raise Superseded
             move = self._store.archive if archive else self._store.purge
             codes = await move(user_id, gen, side, edges)
             if codes is None:
@@ -107,11 +108,11 @@ class AccountJob:
     # -- reactivate ---------------------------------------------------------------------------
 
     async def _reactivate(self, user_id: int, gen: int, report: JobReport) -> None:
-        status = await self._store.status(user_id)
-        if status.gen == gen and status.previous is Lifecycle.DEACTIVATING:
-            cleared = await self._store.clear_marks(user_id)  # the interrupted archive's last batch
-            if cleared:
-                log.info("archive_marks_cleared", user_id=user_id, edges=cleared)
+        # Marks an interrupted archive (or a late edge's settling) left on live edges; cheap after
+        # a finished deactivation, which left no live edge to read.
+        cleared = await self._store.clear_marks(user_id)
+        if cleared:
+            log.info("archive_marks_cleared", user_id=user_id, edges=cleared)
         await self._total(user_id, gen, Lifecycle.REACTIVATING, [None])
         for side in SIDES:
             size = self._store.per_restore(side)

@@ -229,22 +229,38 @@ class DynamoAccounts:
         )
         return (BATCH_ITEMS - 2) // per_item
 
-    async def mark(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge]) -> None:
+    async def mark(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *states: Lifecycle) -> bool:
         """Mark each edge's ``followers`` ``E#`` as leaving with the account (see ``ARCHIVE_MARK``),
-        all at once; an edge gone or made again meanwhile is left alone (its ``at`` is the condition)."""
+        fenced like a batch: only while the account is still at ``gen`` in one of ``states`` (False:
+        it moved on, nothing was marked), so no mark lands after a reactivation, whose restore
+        clears the marks left before it (``clear_marks``). All in one transaction; if an edge is
+        gone or was made again meanwhile (its ``at`` is the condition), one at a time, leaving it."""
 
         def marking(edge: Edge) -> Item:
             follower, followee = side.follower_followee(user_id, edge.user_id)
             return {
-                "TableName": self._followers,
-                "Key": it.key(it.EDGE, followee, follower),
-                "UpdateExpression": "SET #mark = :gen",
-                "ConditionExpression": "#at = :at",
-                "ExpressionAttributeNames": {"#mark": ai.ARCHIVE_MARK, "#at": "at"},
-                "ExpressionAttributeValues": {":gen": {"N": str(gen)}, ":at": {"N": str(edge.at_us)}},
+                "Update": {
+                    "TableName": self._followers,
+                    "Key": it.key(it.EDGE, followee, follower),
+                    "UpdateExpression": "SET #mark = :gen",
+                    "ConditionExpression": "#at = :at",
+                    "ExpressionAttributeNames": {"#mark": ai.ARCHIVE_MARK, "#at": "at"},
+                    "ExpressionAttributeValues": {":gen": {"N": str(gen)}, ":at": {"N": str(edge.at_us)}},
+                }
             }
 
-        await asyncio.gather(*(conditional(self._dynamo, "update_item", **marking(e)) for e in edges))
+        fence = ai.check_state(self._followers, user_id, gen, *states)
+        updates = [marking(e) for e in edges]
+        codes = await transact_write(self._dynamo, [*updates, fence])
+        if codes is None or len(updates) == 1:
+            return codes is None or codes[-1] != CONDITION_FAILED
+        if codes[-1] == CONDITION_FAILED:
+            return False
+        for update in updates:
+            codes = await transact_write(self._dynamo, [update, fence])
+            if codes is not None and codes[-1] == CONDITION_FAILED:
+                return False
+        return True
 
     async def clear_marks(self, user_id: int) -> int:
         """Take the archive mark off every live edge of the account that still has one: an
@@ -330,8 +346,9 @@ class DynamoAccounts:
             status = await self.status(user_id)
             if status.state.in_graph:
                 return
-            if side.is_edge:
-                await self.mark(user_id, status.gen, side, [edge])
+            state = Lifecycle.DELETING if status.state.deleted else Lifecycle.DEACTIVATING
+            if side.is_edge and not await self.mark(user_id, status.gen, side, [edge], state, state.settled):
+                continue  # the account moved on meanwhile: look again
             settle = self.purge if status.state.deleted else self.archive
             codes = await settle(user_id, status.gen, side, [edge], late=True)
             if codes is None or codes[0] == CONDITION_FAILED:

@@ -9,7 +9,7 @@ import pytest
 
 from graph_service.domain.models import Mute
 from graph_service.domain.tweet_ids import TweetIdGenerator, created_at_us
-from graph_service.events.kinds import KINDS, Follow, TweetPosted, decode, encode
+from graph_service.events.kinds import KINDS, AccountChange, AccountChanged, Follow, TweetPosted, decode, encode
 from graph_service.events.records import OutgoingRecord
 from relay.sources import SOURCES, graph_events, tweet_events
 from tests.support.mute_records import mute_record
@@ -144,3 +144,138 @@ def test_mute_items_and_their_ttl_deletions_are_no_events(event: str, order: boo
 
 def test_a_tweets_record_is_not_a_graph_event() -> None:
     assert graph_events(tweet_stream_record("INSERT", 123, 77)) == []
+
+
+# -- the account lifecycle (SPEC §5: an AccountEvent, and no FollowEvent for what a job moves) -------
+
+
+def marked_edge_record(event: str, marks: dict[str, int], **extra: Any) -> dict[str, Any]:
+    """An ``E#`` record (2 followed by 1) whose image carries a job's marks (``arch``, ``rest``)."""
+    record = edge_stream_record(event, 2, f"E#{1:020d}", 1, **extra)
+    for image in ("NewImage", "OldImage"):
+        if image in record["dynamodb"]:
+            record["dynamodb"][image].update({name: {"N": str(gen)} for name, gen in marks.items()})
+    return record
+
+
+@pytest.mark.parametrize("marks", [{"arch": 3}, {"arch": 5, "rest": 4}], ids=["archived", "restored-then-archived"])
+def test_a_removal_an_accounts_job_marked_is_no_follow_event(marks: dict[str, int]) -> None:
+    """Archived or deleted with the account (the mark set just before the removal)."""
+    assert graph_events(marked_edge_record("REMOVE", marks, ApproximateCreationDateTime=1_714_564_807.0)) == []
+
+
+def test_an_edge_a_restore_put_back_is_no_follow_event() -> None:
+    assert graph_events(marked_edge_record("INSERT", {"rest": 4})) == []
+
+
+def test_an_unfollow_of_a_restored_edge_is_an_unfollowed_event() -> None:
+    record = marked_edge_record("REMOVE", {"rest": 4}, ApproximateCreationDateTime=1_714_564_807.0)
+    assert follow_of(graph_events(record)) == [Follow(1, 2, False, 1_714_564_807_000_000)]
+
+
+def test_an_archive_mark_being_set_is_no_event() -> None:
+    """The job's mark is a MODIFY of the live edge: no event either way."""
+    record = marked_edge_record("MODIFY", {})
+    record["dynamodb"]["NewImage"] = {**record["dynamodb"]["OldImage"], "arch": {"N": "3"}}
+    assert graph_events(record) == []
+
+
+def state_image(user: int, state: str, gen: int, *, at: int = AT_US, done: int = 0, total: int = 0) -> dict[str, Any]:
+    """The account's state item (``followers`` pk=U, sk=A) as ``DynamoAccounts`` writes it."""
+    return {
+        "pk": {"N": str(user)},
+        "sk": {"S": "A"},
+        "st": {"S": state},
+        "gen": {"N": str(gen)},
+        "done": {"N": str(done)},
+        "total": {"N": str(total)},
+        "at": {"N": str(at)},
+        "prev": {"S": "a"},
+    }
+
+
+def state_record(event: str, new: dict[str, Any] | None, old: dict[str, Any] | None) -> dict[str, Any]:
+    image = new if new is not None else old
+    assert image is not None
+    record = stream_record(event, {"pk": image["pk"], "sk": image["sk"]}, image)
+    for name, value in (("NewImage", new), ("OldImage", old)):
+        if value is None:
+            record["dynamodb"].pop(name, None)
+        else:
+            record["dynamodb"][name] = value
+    return record
+
+
+def account_of(events: list[OutgoingRecord]) -> list[AccountChanged]:
+    found = []
+    for event in events:
+        decoded = decode(event.headers, event.value)
+        assert isinstance(decoded, AccountChanged)
+        assert event.key == str(decoded.user_id).encode()
+        found.append(decoded)
+    return found
+
+
+BIG = 2**64 - 1
+
+
+@pytest.mark.parametrize(
+    ("state", "change", "before"),
+    [("d", AccountChange.DEACTIVATED, "a"), ("r", AccountChange.REACTIVATED, "D"), ("x", AccountChange.DELETED, "d")],
+    ids=["deactivated", "reactivated", "deleted"],
+)
+def test_a_state_written_at_a_new_generation_is_an_account_event_keyed_by_the_user(
+    state: str, change: AccountChange, before: str
+) -> None:
+    """The first change INSERTs the state item; every later one MODIFYs it at the next generation
+    (``before``: the state it changes from). The event's time is the change's ``at``, not the
+    stream record's."""
+    first = state_record("INSERT", state_image(BIG, state, 1, at=AT_US), None)
+    assert account_of(graph_events(first)) == [AccountChanged(BIG, change, AT_US)]
+    later = state_record("MODIFY", state_image(7, state, 5, at=AT_US + 9), state_image(7, before, 4, done=3, total=3))
+    events = graph_events(later)
+    assert account_of(events) == [AccountChanged(7, change, AT_US + 9)]
+    assert events[0].key == b"7"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (("d", 0, 0), ("d", 0, 10)),  # the job found how many items it has
+        (("d", 0, 10), ("d", 4, 10)),  # a batch moved
+        (("d", 10, 10), ("D", 10, 10)),  # the deactivation's job ended
+        (("r", 3, 3), ("a", 3, 3)),  # the restore ended
+        (("x", 8, 8), ("X", 8, 8)),  # the deletion ended
+    ],
+    ids=["total", "progress", "deactivated", "active", "deleted"],
+)
+def test_a_jobs_progress_or_end_at_the_same_generation_is_no_event(
+    old: tuple[str, int, int], new: tuple[str, int, int]
+) -> None:
+    (old_state, old_done, old_total), (new_state, new_done, new_total) = old, new
+    record = state_record(
+        "MODIFY",
+        state_image(7, new_state, 2, done=new_done, total=new_total),
+        state_image(7, old_state, 2, done=old_done, total=old_total),
+    )
+    assert graph_events(record) == []
+
+
+def test_a_removed_state_item_is_no_event() -> None:
+    assert graph_events(state_record("REMOVE", None, state_image(7, "X", 3))) == []
+
+
+@pytest.mark.parametrize("event", ["INSERT", "MODIFY", "REMOVE"])
+@pytest.mark.parametrize("sort_key", [f"X#F#{1:020d}", f"X#Q#{1:020d}"], ids=["archived-edge", "archived-request"])
+def test_archived_items_are_no_events(event: str, sort_key: str) -> None:
+    """An archived item appearing, moving to the other account or going (restored, dropped)."""
+    record = edge_stream_record(event, 2, sort_key, 1, ApproximateCreationDateTime=1_714_564_807.0)
+    assert graph_events(record) == []
+
+
+@pytest.mark.parametrize("event", ["INSERT", "MODIFY", "REMOVE"])
+def test_the_jobs_registry_is_no_event(event: str) -> None:
+    """pk=0 is nobody's: a job's registration, lease and end."""
+    keys = {"pk": {"N": "0"}, "sk": {"S": f"J#{7:020d}"}}
+    image = {**keys, "gen": {"N": "2"}, "owner": {"S": "w1"}, "until": {"N": "123"}}
+    assert graph_events(stream_record(event, keys, image)) == []

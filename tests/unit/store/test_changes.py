@@ -166,3 +166,45 @@ def test_every_pair_item_kind_names_its_pair_by_its_own_prefix() -> None:
     big = 2**64 - 1
     records = [_keys_only(7, f"M#{big:020d}"), _keys_only(8, f"B#{big:020d}"), _keys_only(9, f"R#{big:020d}")]
     assert touched_pairs(records) == [(big, 7), (big, 8), (big, 9)]
+
+
+def _marked(event: str, followee: int, follower: int, at: int, **marks: int) -> dict[str, Any]:
+    """An ``E#`` record whose image carries an account job's marks (``arch``, ``rest``)."""
+    marked = record(event, followee, follower, at)
+    for image in ("NewImage", "OldImage"):
+        if image in marked["dynamodb"]:
+            marked["dynamodb"][image] = {**marked["dynamodb"][image], **{k: {"N": str(v)} for k, v in marks.items()}}
+    return marked
+
+
+@pytest.mark.parametrize("marks", [{"arch": 3}, {"arch": 5, "rest": 4}], ids=["archived", "restored-then-archived"])
+def test_an_edge_archived_or_deleted_with_an_account_is_still_counted_as_removed(marks: dict[str, int]) -> None:
+    """SPEC §3b: an archived edge is gone from the counts (only the relay leaves it out: no FollowEvent)."""
+    change = edge_change(_marked("REMOVE", 2, 1, 123, **marks))
+    assert change is not None
+    assert (change.follower_id, change.followee_id, change.at_us, change.added) == (1, 2, 123, False)
+    assert sorted(change.deltas()) == [(1, 0, -1), (2, -1, 0)]
+
+
+def test_an_edge_a_restore_put_back_is_counted_again() -> None:
+    change = edge_change(_marked("INSERT", 2, 1, 123, rest=4))
+    assert change is not None
+    assert (change.follower_id, change.followee_id, change.at_us, change.added) == (1, 2, 123, True)
+
+
+def test_the_account_lifecycles_items_count_nothing_and_touch_no_pair() -> None:
+    """The state item, archived items (edges and requests) and the jobs' registry (pk=0), made or gone."""
+    images = [
+        {"pk": {"N": "7"}, "sk": {"S": "A"}, "st": {"S": "d"}, "gen": {"N": "1"}, "at": {"N": "5"}},
+        _image(7, f"X#F#{3:020d}", 3, 5),
+        _image(7, f"X#R#{4:020d}", 4, 5),
+        {"pk": {"N": "0"}, "sk": {"S": f"J#{7:020d}"}, "gen": {"N": "1"}},
+    ]
+    records = []
+    for event in ("INSERT", "REMOVE"):
+        for image in images:
+            keys = {"pk": image["pk"], "sk": image["sk"]}
+            shown = "NewImage" if event == "INSERT" else "OldImage"
+            records.append({"eventName": event, "dynamodb": {"Keys": keys, shown: image, "SequenceNumber": "1"}})
+    assert edge_changes(records) == []
+    assert touched_pairs(records) == []
