@@ -25,7 +25,7 @@ from graph_service.operations.scanning import scan_pages
 from graph_service.settings import Settings
 from graph_service.store import items as it
 
-__all__ = ["Items", "differences", "stored_items"]
+__all__ = ["Items", "differences", "partition_items", "stored_items"]
 
 Item = dict[str, Any]
 Items = dict[str, dict[str, Item]]
@@ -85,3 +85,15 @@ def differences(before: Items, after: Items) -> list[str]:
             elif old[key] != new[key]:
                 lines.append(f"{table} {key} changed: {old[key]} -> {new[key]}")
     return lines
+
+
+async def partition_items(dynamo: AsyncDynamo, table: str, owner: int) -> dict[str, Item]:
+    """Every item of one partition (``table`` is the full name), strongly consistent, by sort key."""
+    response = await dynamo.call(
+        "query",
+        TableName=table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"N": str(owner)}},
+        ConsistentRead=True,
+    )
+    return {i["sk"]["S"]: i for i in response["Items"]}

@@ -18,6 +18,7 @@ from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
 from relay.sources import graph_events
 from tests.support.contracts.accounts import AccountContract, AccountsUnderTest, Held, T
+from tests.support.table_items import partition_items
 
 LISTED = 1000
 """More archived items than any test makes."""
@@ -39,14 +40,7 @@ class Store:
         assert await self.accounts.finish(user_id, status.gen, status.state)
 
     async def partition(self, owner: int) -> dict[str, Item]:
-        response = await self.dynamo.call(
-            "query",
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"N": str(owner)}},
-            ConsistentRead=True,
-        )
-        return {i["sk"]["S"]: i for i in response["Items"]}
+        return await partition_items(self.dynamo, self.table, owner)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from graph_service.settings import Settings
 from graph_service.store import items as it
 from graph_service.store.graph_store import DynamoGraphStore
 from tests.support.contracts.mutes import HOUR, MuteContract, MutesUnderTest, T
+from tests.support.table_items import partition_items
 
 
 class Store:
@@ -39,14 +40,7 @@ class Store:
                 request = (await self.dynamo.call("batch_write_item", RequestItems=request)).get("UnprocessedItems", {})
 
     async def partition(self, owner: int) -> dict[str, Item]:
-        response = await self.dynamo.call(
-            "query",
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"N": str(owner)}},
-            ConsistentRead=True,
-        )
-        return {i["sk"]["S"]: i for i in response["Items"]}
+        return await partition_items(self.dynamo, self.table, owner)
 
 
 @pytest.fixture
