@@ -21,7 +21,8 @@ import structlog
 
 from graph_service.domain.account_ports import AccountForgetting, AccountJobStore
 from graph_service.domain.accounts import Archived, Lifecycle, Restored, Side
-from graph_service.domain.errors import Unavailable
+from graph_service.domain.errors import TimelineUnavailable, Unavailable
+from graph_service.domain.ports import TimelineWrites
 
 __all__ = ["SIDES", "AccountJob", "JobReport"]
 
@@ -50,9 +51,17 @@ class Superseded(Exception):
 
 
 class AccountJob:
-    def __init__(self, store: AccountJobStore, forgetting: Sequence[AccountForgetting] = ()) -> None:
+    def __init__(
+        self,
+        store: AccountJobStore,
+        forgetting: Sequence[AccountForgetting] = (),
+        timelines: TimelineWrites | None = None,
+    ) -> None:
+        """``forgetting``: what a deletion removes outside the tables; ``timelines`` (None: no
+        Redis) get the backfill of the followers a restore brings back."""
         self._store = store
         self._forgetting = forgetting
+        self._timelines = timelines
 
     async def run(self, user_id: int, gen: int, state: Lifecycle, report: JobReport | None = None) -> bool:
         """Run the job of ``state`` (DEACTIVATING, REACTIVATING or DELETING) at ``gen`` to its end:
@@ -120,33 +129,51 @@ class AccountJob:
                 outcome = await self._store.restore(user_id, gen, side, found)
                 if outcome is Restored.SUPERSEDED:
                     raise Superseded
-                if outcome is not Restored.DONE:
-                    for item in found:  # one by one: which of them cannot come back, and why
-                        await self._restore_one(user_id, gen, item)
+                restored = list(found)
+                if outcome is not Restored.DONE:  # one by one: which of them cannot come back, and why
+                    restored = [item for item in found if await self._restore_one(user_id, gen, item)]
+                if side is Side.FOLLOWER:
+                    await self._backfill(user_id, [item.other for item in restored])
                 report.add(len(found))
 
-    async def _restore_one(self, user_id: int, gen: int, item: Archived) -> None:
-        """Restore one item, or else: hand it to the other account if that one is away (it comes back
-        with the other's reactivation), forget it if the other is deleted, blocked either way, or
-        the pair made something newer meanwhile."""
+    async def _restore_one(self, user_id: int, gen: int, item: Archived) -> bool:
+        """Restore one item (True), or else (False): hand it to the other account if that one is
+        away (it comes back with the other's reactivation), forget it if the other is deleted,
+        blocked either way, or the pair made something newer meanwhile."""
         for _ in range(REFUSALS_IN_A_ROW):
             outcome = await self._store.restore(user_id, gen, item.side, [item])
             if outcome is Restored.DONE:
-                return
+                return True
             if outcome is Restored.SUPERSEDED:
                 raise Superseded
             if outcome is Restored.REFUSED:
                 await self._drop(user_id, gen, Lifecycle.REACTIVATING, [item])
                 log.info("archived_item_not_restored", user_id=user_id, other=item.other, side=item.side.name)
-                return
+                return False
             other = (await self._store.states([item.other]))[item.other]
             if other.deleted:
                 await self._drop(user_id, gen, Lifecycle.REACTIVATING, [item])
-                return
+                return False
             if not other.in_graph and await self._store.hand_over(user_id, gen, item):
-                return
+                return False
             # The other came back (or left) meanwhile: decide again.
         raise Unavailable(f"account {user_id}'s archived item with {item.other} kept changing")
+
+    async def _backfill(self, user_id: int, followers: Sequence[int]) -> None:
+        """The account's recent tweets into the home timelines of the followers it got back, as a
+        new follow brings them (SPEC §5: noted among its new followers in the same step, so a tweet
+        recorded meanwhile reaches them too); a celebrity's are pulled at read time anyway."""
+        timelines = self._timelines
+        if timelines is None or not followers:
+            return
+        try:
+            celebrity = await timelines.is_celebrity(user_id)
+            for follower in followers:
+                recent = await timelines.note_follow(user_id, follower, followed=True)
+                if not celebrity:
+                    await timelines.merge(follower, recent)
+        except TimelineUnavailable as exc:  # the follows are back; only their timelines miss the tweets
+            log.warning("restored_followers_backfill_failed", user_id=user_id, followers=len(followers), error=str(exc))
 
     async def _drop(self, user_id: int, gen: int, state: Lifecycle, items: Sequence[Archived]) -> None:
         if not await self._store.drop_archived(user_id, gen, state, items):

@@ -14,6 +14,8 @@ from socialgraph.v1 import social_graph_pb2 as pb
 from graph_service.domain.models import Direction
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
+from graph_service.entrypoints.components import build_timelines
+from graph_service.entrypoints.server import ServerRuntime
 from graph_service.settings import Settings
 from graph_service.store.account_store import DynamoAccounts
 from tests.support.graph_calls import (
@@ -28,6 +30,7 @@ from tests.support.graph_calls import (
     whole_list,
 )
 from tests.support.polling import eventually
+from tests.support.timeline_calls import timeline_stub_for, whole_timeline
 
 INVALID, FAILED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
 U, A, B, C, D, P = 10, 11, 12, 13, 14, 15
@@ -189,3 +192,41 @@ async def test_lists_of_an_account_out_of_the_graph_still_check_their_page_token
         ),
         rejected(stub.ListFollowing(pb.ListFollowingRequest(user_id=U, page_size=-1)), INVALID, "INVALID_PAGE_SIZE"),
     )
+
+
+async def test_timelines_hide_an_account_away_and_get_its_tweets_back_with_its_followers(
+    stub: Stub, settings: Settings, server: ServerRuntime
+) -> None:
+    """SPEC §3b/§5: an account away is shown in no home timeline and its own is empty; its
+    reactivation backfills the followers it gets back like a new follow; its deletion removes its
+    own home timeline and recent tweets."""
+    timelines = build_timelines(settings)
+    assert timelines is not None
+    async with timeline_stub_for(server.port) as reader:
+        try:
+            await follow(stub, A, U)
+            await follow(stub, U, B)
+            await timelines.record_tweet(U, 5_000)  # as the fanout records a tweet of U's, pushed to A
+            await timelines.merge(A, [5_000])
+            await timelines.record_tweet(B, 5_001)
+            await timelines.merge(U, [5_001])
+            assert await whole_timeline(reader, A) == [5_000]
+            assert await whole_timeline(reader, U) == [5_001]
+
+            await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+            assert await whole_timeline(reader, A) == []  # at once, whatever the job has done
+            assert await whole_timeline(reader, U) == []
+            await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
+            await timelines.remove(A, [5_000])  # the entry left A's timeline meanwhile (its cap, say)
+
+            await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
+            await settled(stub, U, pb.ACCOUNT_STATE_ACTIVE)
+            assert await whole_timeline(reader, A) == [5_000]  # backfilled with the follow it got back
+            assert await whole_timeline(reader, U) == [5_001]
+
+            await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=U))
+            await settled(stub, U, pb.ACCOUNT_STATE_DELETED)
+            assert (await timelines.home(U), await timelines.recent(U)) == ([], [])
+            assert await whole_timeline(reader, A) == []
+        finally:
+            await timelines.aclose()
