@@ -9,6 +9,7 @@ alone, in file order, so that exactly the rows past the cap are rejected (``FOLL
 
 from __future__ import annotations
 
+from graph_service.domain.account_ports import AccountStates
 from graph_service.domain.errors import Unavailable
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, backoff, transact_write
@@ -23,8 +24,11 @@ Conflicts with concurrent transactions are retried inside ``transact_write`` alr
 
 
 class BatchWriter:
-    def __init__(self, dynamo: AsyncDynamo, followers_table: str, following_table: str, cap: int) -> None:
+    def __init__(
+        self, dynamo: AsyncDynamo, followers_table: str, following_table: str, cap: int, states: AccountStates
+    ) -> None:
         self._dynamo = dynamo
+        self._states = states
         self._followers = followers_table
         self._following = following_table
         self._cap = cap
@@ -46,10 +50,19 @@ class BatchWriter:
         raise AssertionError("unreachable")
 
     async def settle(self, rows: list[Row]) -> dict[int, Outcome]:
-        """Each row's outcome, by line."""
+        """Each row's outcome, by line. A row with an account out of the graph (read just before, one
+        strongly consistent read for the batch) is ``ACCOUNT_AWAY``; an account that leaves while its
+        batch commits is left to ``fsck`` (``live_edge_of_inactive``): imports run before a service
+        takes traffic, or beside it at a pace where that is the rare case."""
         outcomes: dict[int, Outcome] = {}
         alone: list[Row] = []
-        pending = rows
+        states = await self._states.states([u for row in rows for u in (row.follower_id, row.followee_id)])
+        pending = []
+        for row in rows:
+            if states[row.follower_id].in_graph and states[row.followee_id].in_graph:
+                pending.append(row)
+            else:
+                outcomes[row.line] = Reason.ACCOUNT_AWAY
         while pending:
             elements, where = self._transaction(pending)
             codes = await self._commit(elements)

@@ -57,6 +57,8 @@ class Reason(StrEnum):
     """The follower has a pending follow request to the followee (accept or withdraw it first)."""
     FOLLOW_LIMIT = "FOLLOW_LIMIT"
     """The follower would pass ``SG_MAX_FOLLOWING`` (follows plus pending requests)."""
+    ACCOUNT_AWAY = "ACCOUNT_AWAY"
+    """One of the two is deactivated or deleted (SPEC §3b): a Follow would be refused too."""
 
 
 @dataclass(frozen=True, slots=True)

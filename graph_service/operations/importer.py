@@ -42,6 +42,7 @@ from graph_service.operations.import_state import (
     save_state,
 )
 from graph_service.operations.progress import Meter
+from graph_service.store.account_store import DynamoAccounts
 
 __all__ = ["ImportOptions", "ImportResult", "check_tables", "import_edges", "prepare"]
 
@@ -131,6 +132,8 @@ class _Run:
             return f"{row.follower_id} and {row.followee_id}: one blocks the other"
         if reason is Reason.REQUEST_PENDING:
             return f"{row.follower_id} has a pending follow request to {row.followee_id}"
+        if reason is Reason.ACCOUNT_AWAY:
+            return f"{row.follower_id} or {row.followee_id} is deactivated or deleted"
         return f"{row.follower_id} would follow more than {self.max_following} accounts"
 
     def retire(self, slot: _Slot) -> None:
@@ -264,7 +267,8 @@ async def import_edges(
         save_state(options.state_path, state)
     rejects = RejectFile(options.rejects_path, keep_bytes=state.rejects_bytes)
     try:
-        writer = BatchWriter(dynamo, tables.table(FOLLOWERS), tables.table(FOLLOWING), max_following)
+        accounts = DynamoAccounts(dynamo, tables)
+        writer = BatchWriter(dynamo, tables.table(FOLLOWERS), tables.table(FOLLOWING), max_following, accounts)
         run = _Run(max_following, options, state, dynamo, rejects, meter, writer)
         run.checkpoint(force=True)  # the start time is durable before any row is written with it
         meter.total(count_rows(_lines(options.source)))  # rows, as the summary counts them

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from graph_service.domain.accounts import Lifecycle
 from graph_service.domain.models import Made, PairState
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames
@@ -19,6 +20,7 @@ from graph_service.operations.import_state import ImportFileError, RejectFile, T
 from graph_service.operations.importer import ImportOptions, ImportResult, prepare
 from graph_service.operations.progress import meter
 from graph_service.settings import Settings
+from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
 from tests.support.seeding import seed_follows
 
@@ -77,7 +79,8 @@ async def test_blocks_requests_the_cap_and_bad_lines_are_rejected_and_existing_f
     settings: Settings, tmp_path: Path
 ) -> None:
     """One batch holding every case: the store's refusals are told apart from the batch's cancellation,
-    the cap passes the follower's first rows in file order, and the rest of the batch is written."""
+    the cap passes the follower's first rows in file order, a row with an account away is refused
+    before the batch commits, and the rest of the batch is written."""
     capped = replace(settings, max_following=3)
     dynamo = AsyncDynamo.build(capped)
     store = DynamoGraphStore(dynamo, TableNames(capped.table_prefix))
@@ -85,11 +88,13 @@ async def test_blocks_requests_the_cap_and_bad_lines_are_rejected_and_existing_f
         assert await store.add_block(1, 2, 1, PairState())
         assert await store.add_request(3, 4, 7, cap=3) is Made.CREATED  # 3 -> 4 pending
         assert await store.add_request(5, 12, 8, cap=3) is Made.CREATED  # follower 5 starts at 1 of 3
+        accounts = DynamoAccounts(dynamo, TableNames(capped.table_prefix))
+        assert await accounts.change(await accounts.status(31), Lifecycle.DEACTIVATING, 9)  # 31 is away
     finally:
         dynamo.close()
     (existing_at,) = await seed_follows(capped, [(10, 11)])
     source = tmp_path / "edges.csv"
-    source.write_text("2,1\n1,2\n3,4\n5,6\n5,7\n5,8\n5,9\n10,11\n20,21\n1;2\n20,21\n20,20\n")
+    source.write_text("2,1\n1,2\n3,4\n5,6\n5,7\n5,8\n5,9\n10,11\n20,21\n1;2\n20,21\n20,20\n30,31\n")
     result = await run(capped, source)
     assert source.with_suffix(".rejects").read_text() == (
         "line,reason,detail,raw\n"
@@ -101,13 +106,15 @@ async def test_blocks_requests_the_cap_and_bad_lines_are_rejected_and_existing_f
         '10,MALFORMED,"expected follower_id,followee_id[,followed_at]",1;2\n'
         '11,DUPLICATE,same pair as line 9,"20,21"\n'
         '12,SELF_FOLLOW,20 follows itself,"20,20"\n'
+        '13,ACCOUNT_AWAY,30 or 31 is deactivated or deleted,"30,31"\n'
     )
     assert result.tally.as_dict() == {
-        "rows": 12,
+        "rows": 13,
         "written": 3,
         "already_present": 1,
-        "rejected": 8,
+        "rejected": 9,
         "rejected_by_reason": {
+            "ACCOUNT_AWAY": 1,
             "BLOCKED": 2,
             "DUPLICATE": 1,
             "FOLLOW_LIMIT": 2,
