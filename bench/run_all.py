@@ -125,6 +125,22 @@ def counts_convergence(report: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def account_jobs(report: dict[str, Any]) -> list[Row]:
+    size = f"{report['followers']:,} followers + {report['followings']:,} followings"
+    rows = []
+    for kind, r in report["jobs"].items():
+        rows.append(
+            Row(f"account {kind} job edges/s ({size})", f"{r['job_edges_per_second']}",
+                f"TransactWriteItems {r['bare_transact_write_items_edges_per_second']}", r["ratio"], ">= 0.5",
+                at_least(r["ratio"], 0.5))
+        )  # fmt: skip
+        rows.append(
+            Row(f"counts exact after the account {kind} job", f"{r['counts_exact_after_s']} s",
+                f"after the bare batches {r['bare_counts_exact_after_s']} s", None, "reported", None)
+        )  # fmt: skip
+    return rows
+
+
 def fanout_workers(report: dict[str, Any]) -> list[Row]:
     return [
         Row(f"fanout, 2 workers vs 1 on {report['partitions']} partitions", f"{report['two_workers_entries_per_s']}/s",
@@ -146,6 +162,8 @@ def benchmarks(quick: bool) -> list[tuple[str, list[str], Extract]]:
         ("import_edges", ["--rows", "2000" if quick else "6000"], import_edges),
         ("counts_convergence", ["--followers", "30", "--followees", "30", "--bursts", "2"] if quick else [],
          counts_convergence),
+        ("account_jobs", ["--followers", "300", "--followings", "30", "--sample", "20"] if quick else [],
+         account_jobs),
     ]  # fmt: skip
 
 

@@ -3,7 +3,16 @@ SPEC §8 target, reported figures have no verdict, and the table shows them all.
 
 from __future__ import annotations
 
-from bench.run_all import benchmarks, cached_h2load, counts_convergence, fanout, fanout_workers, follow_latency, table
+from bench.run_all import (
+    account_jobs,
+    benchmarks,
+    cached_h2load,
+    counts_convergence,
+    fanout,
+    fanout_workers,
+    follow_latency,
+    table,
+)
 
 FANOUT = {
     "followers": 1_000_000,
@@ -52,6 +61,21 @@ def test_counts_convergence_is_judged_by_its_worst_burst() -> None:
     (row,) = counts_convergence(report)
     assert (row.passed, row.ratio) == (True, 0.094)
     assert counts_convergence({**report, "max_s": 1.2})[0].passed is False
+
+
+def test_each_account_job_is_judged_by_its_ratio_and_its_convergence_reported() -> None:
+    job = {
+        "job_edges_per_second": 53.5,
+        "bare_transact_write_items_edges_per_second": 65.7,
+        "ratio": 0.814,
+        "counts_exact_after_s": 0.095,
+        "bare_counts_exact_after_s": 0.476,
+    }
+    report = {"followers": 1000, "followings": 100, "jobs": {"deactivate": job, "delete": {**job, "ratio": 0.499}}}
+    deactivate, converged, delete, _ = account_jobs(report)
+    assert (deactivate.passed, delete.passed, converged.passed) == (True, False, None)
+    assert "1,000 followers + 100 followings" in deactivate.figure
+    assert converged.service == "0.095 s"
 
 
 def test_reported_figures_have_no_verdict_and_every_row_is_in_the_table() -> None:
