@@ -22,7 +22,7 @@ import structlog
 from graph_service.domain.account_ports import AccountForgetting, AccountJobStore
 from graph_service.domain.accounts import Archived, Lifecycle, Restored, Side
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
-from graph_service.domain.ports import TimelineWrites
+from graph_service.domain.ports import GraphChanges, TimelineWrites
 
 __all__ = ["SIDES", "AccountJob", "JobReport"]
 
@@ -33,6 +33,10 @@ REFUSALS_IN_A_ROW = 20
 """Batches in a row an item's concurrent change may refuse before the job gives up for now."""
 OWN_PREFIXES = ("B#", "M#", "MT#")
 """A deleted account's own items in its ``followers`` partition: its blocks and mutes (and ``P``)."""
+REVERSE_PREFIXES = ("b#", "m#")
+"""Others' blocks and mutes of the account, by their reverse items in its partition."""
+REVERSE_BATCH = 32
+"""Reverse items handled per transaction (three elements each at most)."""
 DROP_BATCH = 98
 
 
@@ -54,12 +58,16 @@ class AccountJob:
     def __init__(
         self,
         store: AccountJobStore,
+        changes: GraphChanges,
         forgetting: Sequence[AccountForgetting] = (),
         timelines: TimelineWrites | None = None,
     ) -> None:
-        """``forgetting``: what a deletion removes outside the tables; ``timelines`` (None: no
-        Redis) get the backfill of the followers a restore brings back."""
+        """``changes`` is told what every batch settled, as after a follow or an unfollow (the
+        caches are written through: a list or a follow state is never older than a finished job);
+        ``forgetting``: what a deletion removes outside the tables; ``timelines`` (None: no Redis)
+        get the backfill of the followers a restore brings back."""
         self._store = store
+        self._changes = changes
         self._forgetting = forgetting
         self._timelines = timelines
 
@@ -105,6 +113,7 @@ class AccountJob:
             move = self._store.archive if archive else self._store.purge
             codes = await move(user_id, gen, side, edges)
             if codes is None:
+                await self._settled(user_id, side, [(e.user_id, e.at_us) for e in edges], live=False)
                 report.add(len(edges))
                 refused = 0
                 continue
@@ -132,6 +141,7 @@ class AccountJob:
                 restored = list(found)
                 if outcome is not Restored.DONE:  # one by one: which of them cannot come back, and why
                     restored = [item for item in found if await self._restore_one(user_id, gen, item)]
+                await self._settled(user_id, side, [(item.other, item.at_us) for item in restored], live=True)
                 if side is Side.FOLLOWER:
                     await self._backfill(user_id, [item.other for item in restored])
                 report.add(len(found))
@@ -158,6 +168,16 @@ class AccountJob:
                 return False
             # The other came back (or left) meanwhile: decide again.
         raise Unavailable(f"account {user_id}'s archived item with {item.other} kept changing")
+
+    async def _settled(self, user_id: int, side: Side, moved: Sequence[tuple[int, int]], *, live: bool) -> None:
+        """Tell the caches what a batch settled: each edge made (``live``) or removed, at its time;
+        each request's pair touched."""
+        for other, at_us in moved:
+            follower, followee = side.follower_followee(user_id, other)
+            if side.is_edge:
+                await self._changes.follow_settled(follower, followee, at_us, following=live)
+            else:
+                await self._changes.pair_settled(follower, followee)
 
     async def _backfill(self, user_id: int, followers: Sequence[int]) -> None:
         """The account's recent tweets into the home timelines of the followers it got back, as a
@@ -191,6 +211,10 @@ class AccountJob:
         for prefix in OWN_PREFIXES:
             while sort_keys := await self._store.owned(user_id, prefix, DROP_BATCH):
                 if not await self._store.drop_owned(user_id, gen, sort_keys):
+                    raise Superseded
+        for prefix in REVERSE_PREFIXES:
+            while sort_keys := await self._store.owned(user_id, prefix, REVERSE_BATCH):
+                if not await self._store.drop_blocks_and_mutes_of(user_id, gen, sort_keys):
                     raise Superseded
         if not await self._store.drop_owned(user_id, gen, ["P"]) or not await self._store.drop_counters(user_id, gen):
             raise Superseded

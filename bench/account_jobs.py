@@ -44,9 +44,11 @@ from botocore.exceptions import ClientError
 
 from account_jobs.job import AccountJob, JobReport
 from bench.harness import private_stack, start_process, stop_process
+from graph_service.cache.write_through import CacheWriteThrough, NoGraphCache
 from graph_service.domain.account_ports import AccountForgetting
 from graph_service.domain.accounts import Archived, Lifecycle, Side
 from graph_service.domain.models import Edge
+from graph_service.domain.ports import GraphChanges
 from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, backoff
@@ -303,15 +305,18 @@ async def phase(
 
 
 def account_job(accounts: DynamoAccounts, settings: Settings) -> tuple[AccountJob, list[Callable[[], Awaitable[None]]]]:
-    """The job as ``serve`` builds it (``entrypoints/server.py``): what a deletion forgets (the graph
-    cache, the follow rate limit's ledger, the timelines) and the timelines a restore backfills;
-    and how to close each adapter."""
+    """The job as ``serve`` builds it (``entrypoints/server.py``): the cache written through after
+    each batch (without the cache lease of a serving process: one process here), what a deletion
+    forgets (the graph cache, the follow rate limit's ledger, the timelines) and the timelines a
+    restore backfills; and how to close each adapter."""
     redis = graph_cache_redis(settings)
     budget = RedisFollowBudget(redis) if redis is not None and settings.follow_rate_limit else None
     timelines = build_timelines(settings)
-    built = [f for f in (build_graph_cache(settings), budget, timelines) if f is not None]
+    cache = build_graph_cache(settings)
+    changes: GraphChanges = CacheWriteThrough(cache) if cache is not None else NoGraphCache()
+    built = [f for f in (cache, budget, timelines) if f is not None]
     forgetting: list[AccountForgetting] = list(built)
-    return AccountJob(accounts, forgetting, timelines), [f.aclose for f in built]
+    return AccountJob(accounts, changes, forgetting, timelines), [f.aclose for f in built]
 
 
 async def measure(settings: Settings, followers: int, followings: int, sample: int) -> dict[str, Any]:

@@ -148,7 +148,10 @@ return 1
 # The follow state is deleted, not set: two writes of one edge may reach Redis in another order
 # than they committed, and only a delete commutes. List members are unique per follow (they hold
 # its timestamp), so add and remove of one member are made to commute with a short-lived
-# tombstone: once removed, a member is never added back.
+# tombstone: once removed, a member is never added back. An add of a tombstoned member drops the
+# list instead: it is either late (the remove came first) or an account's restore, which puts an
+# edge back with the time it was made (SPEC §3b); only the store can tell, and the next read
+# refills the list from it.
 WRITE_EDGE = (
     _BUMP
     + """
@@ -167,6 +170,9 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('ZREM', KEYS[3], ARGV[2])
   elseif not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
     redis.call('ZADD', KEYS[3], 0, ARGV[2])
+  else
+    redis.call('DEL', KEYS[3])
+    return 1
   end
   if redis.call('ZCARD', KEYS[3]) > tonumber(ARGV[3]) + 1 then redis.call('DEL', KEYS[3]) end
 end
@@ -226,7 +232,8 @@ return 1
 
 # Run by the counters consumer for each edge record it sees, in each user's slot.
 # KEYS as WRITE_EDGE.  ARGV: '1' made / '0' removed, member.
-# It only ever deletes, so a late record cannot make anything stale.
+# It only ever deletes, so a late record cannot make anything stale. A made edge missing from the
+# cached list drops the list, tombstoned or not (a restore puts a removed member back).
 REPAIR_EDGE = (
     _BUMP
     + """
@@ -239,7 +246,7 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   local present = redis.call('ZSCORE', KEYS[3], ARGV[2])
   if ARGV[1] == '0' and present then redis.call('ZREM', KEYS[3], ARGV[2]) end
-  if ARGV[1] == '1' and not present and not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+  if ARGV[1] == '1' and not present then
     redis.call('DEL', KEYS[3])
   end
 end

@@ -35,9 +35,10 @@ class AccountStore(AccountStates, Protocol):
         still at ``current``'s generation (False: it moved meanwhile; nothing was written)."""
         ...
 
-    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> None:
+    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> bool:
         """An edge or request just made with the account (``side``: how it touches it), which has
-        left the graph meanwhile: archived (or deleted) as its job would, unless it is back."""
+        left the graph meanwhile: archived (or deleted) as its job would, unless it is back (True:
+        this call moved it)."""
         ...
 
 
@@ -107,6 +108,8 @@ class AccountJobStore(Protocol):
     async def drop_archived(self, user_id: int, gen: int, state: Lifecycle, found: Sequence[Archived]) -> bool: ...
 
     async def drop_owned(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool: ...
+
+    async def drop_blocks_and_mutes_of(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool: ...
 
     async def drop_counters(self, user_id: int, gen: int) -> bool: ...
 

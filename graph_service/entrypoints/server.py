@@ -189,7 +189,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     forgetting: list[AccountForgetting] = [f for f in (cache, budget, timelines) if f is not None]
     jobs = JobWorker(
         accounts,
-        AccountJob(accounts, forgetting, timelines),
+        AccountJob(accounts, changes, forgetting, timelines),
         concurrency=settings.account_jobs,
         poll_seconds=settings.account_job_poll_seconds,
         lease_seconds=settings.account_job_lease_seconds,

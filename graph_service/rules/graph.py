@@ -74,7 +74,7 @@ def graph_rules(
     from it directly: ``ListMutes`` is not cached). ``states`` may be served through the cache;
     ``accounts`` is the store of the lifecycle states."""
     pager = Pager(PageTokenCodec(*limits.page_token_secrets), limits.default_page_size, limits.max_page_size)
-    presence = Presence(states, accounts)
+    presence = Presence(states, accounts, changes)
     acceptance = Acceptance(writes, changes, presence)
     tickets = FollowTickets(budget, limits.follow_rate_limit, limits.follow_rate_window_seconds)
     return GraphRules(

@@ -15,15 +15,18 @@ from collections.abc import Sequence
 from graph_service.domain.account_ports import AccountStates, AccountStore
 from graph_service.domain.accounts import Lifecycle, Side, refusal
 from graph_service.domain.models import Edge
+from graph_service.domain.ports import GraphChanges
 
 __all__ = ["Presence"]
 
 
 class Presence:
-    def __init__(self, states: AccountStates, store: AccountStore) -> None:
-        """``states`` may be served through the cache; ``store`` is read strongly consistently."""
+    def __init__(self, states: AccountStates, store: AccountStore, changes: GraphChanges) -> None:
+        """``states`` may be served through the cache; ``store`` is read strongly consistently;
+        ``changes`` is told what a late settling removed."""
         self._states = states
         self._store = store
+        self._changes = changes
 
     async def states(self, user_ids: Sequence[int]) -> dict[int, Lifecycle]:
         return await self._states.states(user_ids)
@@ -49,9 +52,14 @@ class Presence:
         found = await self._store.states([follower_id, followee_id])
         if found[followee_id].in_graph and found[follower_id].in_graph:
             return
+        moved = False
         if not found[followee_id].in_graph:
             side = Side.REQUESTER if request else Side.FOLLOWER
-            await self._store.settle_late(followee_id, side, Edge(follower_id, at_us))
-        if not found[follower_id].in_graph:
+            moved = await self._store.settle_late(followee_id, side, Edge(follower_id, at_us))
+        if not moved and not found[follower_id].in_graph:
             side = Side.REQUESTED if request else Side.FOLLOWING
-            await self._store.settle_late(follower_id, side, Edge(followee_id, at_us))
+            moved = await self._store.settle_late(follower_id, side, Edge(followee_id, at_us))
+        if moved and request:
+            await self._changes.pair_settled(follower_id, followee_id)
+        elif moved:
+            await self._changes.follow_settled(follower_id, followee_id, at_us, following=False)

@@ -338,21 +338,23 @@ class DynamoAccounts:
             return ai.check_state(self._followers, user_id, gen, state, state.settled)
         return ai.check_state(self._followers, user_id, gen, state, done=done)
 
-    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> None:
+    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> bool:
         """An edge or request made with the account just as it left the graph (its job may already
         have passed): archived (or deleted) like the job would, unless the account is back or the
-        item is gone. ``side`` is how it touches the account."""
+        item is gone. ``side`` is how it touches the account. True: this call moved it."""
         for _ in range(LATE_ATTEMPTS):
             status = await self.status(user_id)
             if status.state.in_graph:
-                return
+                return False
             state = Lifecycle.DELETING if status.state.deleted else Lifecycle.DEACTIVATING
             if side.is_edge and not await self.mark(user_id, status.gen, side, [edge], state, state.settled):
                 continue  # the account moved on meanwhile: look again
             settle = self.purge if status.state.deleted else self.archive
             codes = await settle(user_id, status.gen, side, [edge], late=True)
-            if codes is None or codes[0] == CONDITION_FAILED:
-                return  # settled, or the job (or an unfollow) got there first
+            if codes is None:
+                return True
+            if codes[0] == CONDITION_FAILED:
+                return False  # the job (or an unfollow) got there first
         raise Unavailable(f"account {user_id} kept changing state while an edge made with it was settled")
 
     def per_restore(self, side: Side) -> int:
@@ -418,6 +420,35 @@ class DynamoAccounts:
     async def drop_owned(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool:
         """Delete some of a deleted account's own items (blocks, mutes, settings) by sort key."""
         elements = [it.delete(self._followers, {"pk": {"N": str(user_id)}, "sk": {"S": sk}}) for sk in sort_keys]
+        elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING))
+        return await transact_write(self._dynamo, elements) is None
+
+    async def drop_blocks_and_mutes_of(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool:
+        """Delete others' blocks and mutes of a deleted account, found by their reverse items
+        (``b#<other>``, ``m#<other>`` in its partition: at most 32, three elements each), with those."""
+        elements: list[Item] = []
+        mutes = [int(sk[len(it.MUTED_BY) :]) for sk in sort_keys if sk.startswith(it.MUTED_BY)]
+        found = await batch_get_all(
+            self._dynamo,
+            self._followers,
+            [it.key(it.MUTE, muter, user_id) for muter in mutes],
+            consistent=True,
+            projection="pk, #at",
+            names={"#at": "at"},
+        )
+        made_at = {int(i["pk"]["N"]): int(i["at"]["N"]) for i in found}
+        for sk in sort_keys:
+            reverse = {"pk": {"N": str(user_id)}, "sk": {"S": sk}}
+            if sk.startswith(it.BLOCKED_BY):
+                blocker = int(sk[len(it.BLOCKED_BY) :])
+                elements += [it.delete(self._followers, it.key(it.BLOCK, blocker, user_id))]
+            else:
+                muter = int(sk[len(it.MUTED_BY) :])
+                elements.append(it.delete(self._followers, it.key(it.MUTE, muter, user_id)))
+                if muter in made_at:
+                    order = it.order_key(it.MUTE_ORDER, muter, Edge(user_id, made_at[muter]))
+                    elements.append(it.delete(self._followers, order))
+            elements.append(it.delete(self._followers, reverse))
         elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING))
         return await transact_write(self._dynamo, elements) is None
 

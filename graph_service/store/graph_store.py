@@ -211,11 +211,14 @@ class DynamoGraphStore:
         return await self._commit([*elements, self._outgoing(follower_id, -removed)])
 
     async def add_block(self, blocker_id: int, blocked_id: int, at_us: int, pair: PairState) -> bool:
-        """Up to 17 elements: the block, and for each direction the edge's deletes (or a check that
+        """Up to 18 elements: the block and its reverse, and for each direction the edge's deletes (or a check that
         there is none) and the request's deletes (or a check that there is none), and the follower's
         outgoing count made smaller by what was removed."""
         block = it.item(it.key(it.BLOCK, blocker_id, blocked_id), Edge(blocked_id, at_us))
-        elements = [it.put(self._followers, block, only_new=True)]
+        elements = [
+            it.put(self._followers, block, only_new=True),
+            it.put(self._followers, it.reverse_item(it.BLOCKED_BY, blocked_id, blocker_id)),
+        ]
         for follower, followee, edge_at, request_at in (
             (blocker_id, blocked_id, pair.following, pair.requested),
             (blocked_id, blocker_id, pair.followed_by, pair.requested_by),
@@ -239,6 +242,11 @@ class DynamoGraphStore:
             TableName=self._followers,
             Key=it.key(it.BLOCK, blocker_id, blocked_id),
             ReturnValues="ALL_OLD",
+        )
+        # Then its reverse (a crash in between leaves a reverse without its block: harmless, the
+        # deletion of the blocked account deletes both, whichever is there).
+        await self._dynamo.call(
+            "delete_item", TableName=self._followers, Key=it.key(it.BLOCKED_BY, blocked_id, blocker_id)
         )
         return bool(response.get("Attributes"))
 
@@ -365,23 +373,38 @@ class DynamoGraphStore:
 
     async def put_mute(self, muter_id: int, mute: Mute, *, replacing: Mute | None) -> bool:
         """One transaction: ``M#`` put (only new, or only if it is still ``replacing``: its ``at``,
-        ``exp`` and ``ntf``), the new ``MT#`` put, and ``replacing``'s ``MT#`` deleted if it was
-        made at another time (the same time: the put replaces it)."""
+        ``exp`` and ``ntf``), the new ``MT#`` put, its reverse ``m#`` in the muted account's
+        partition, and ``replacing``'s ``MT#`` deleted if it was made at another time (the same
+        time: the put replaces it)."""
         member = it.put(self._followers, it.mute_item(it.key(it.MUTE, muter_id, mute.user_id), mute))
         if replacing is None:
             member["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
             member["Put"].update(_same_mute(replacing, notifications=True))
-        elements = [member, it.put(self._followers, it.mute_item(it.order_key(it.MUTE_ORDER, muter_id, mute), mute))]
+        elements = [
+            member,
+            it.put(self._followers, it.mute_item(it.order_key(it.MUTE_ORDER, muter_id, mute), mute)),
+            it.put(
+                self._followers,
+                it.reverse_item(it.MUTED_BY, mute.user_id, muter_id, expires_us=mute.expires_us),
+            ),
+        ]
         if replacing is not None and replacing.at_us != mute.at_us:
             elements.append(it.delete(self._followers, it.order_key(it.MUTE_ORDER, muter_id, replacing)))
         return await self._commit(elements)
 
     async def remove_mute(self, muter_id: int, mute: Mute) -> bool:
-        """One transaction: ``M#`` deleted if its ``at`` and ``exp`` are still ``mute``'s, and its ``MT#``."""
+        """One transaction: ``M#`` deleted if its ``at`` and ``exp`` are still ``mute``'s, its ``MT#`` and
+        its reverse ``m#``."""
         member = it.delete(self._followers, it.key(it.MUTE, muter_id, mute.user_id))
         member["Delete"].update(_same_mute(mute, notifications=False))
-        return await self._commit([member, it.delete(self._followers, it.order_key(it.MUTE_ORDER, muter_id, mute))])
+        return await self._commit(
+            [
+                member,
+                it.delete(self._followers, it.order_key(it.MUTE_ORDER, muter_id, mute)),
+                it.delete(self._followers, it.key(it.MUTED_BY, mute.user_id, muter_id)),
+            ]
+        )
 
     # -- MuteReads ------------------------------------------------------------------------
 

@@ -15,6 +15,9 @@ every rule can be a condition inside the transaction that writes:
 ``M#<A>`` / ``MT#<t>#<A>`` B mutes A (membership / newest-first order): ``exp`` (when it
                            ends, 0: never), ``ntf`` (BOOL), and ``expires_at`` for TTL
 ``P``                      B's settings: ``private`` (BOOL)
+``b#<A>`` / ``m#<A>``      A blocks / mutes B: the reverse of A's ``B#B`` / ``M#B`` (``other``=A;
+                           a mute's carries its ``expires_at``), written and deleted with it, so
+                           that a deleted account's blocks and mutes by others can be found
 =========================  ==========================================================
 
 ``following`` pk=A, sk=``O``: ``n``, how many follows plus pending requests A has made, moved in
@@ -31,10 +34,12 @@ from graph_service.dynamodb.tables import TTL_ATTRIBUTE
 
 __all__ = [
     "BLOCK",
+    "BLOCKED_BY",
     "EDGE",
     "EDGE_ORDER",
     "FOLLOW_ELEMENTS",
     "MUTE",
+    "MUTED_BY",
     "MUTE_ATTRIBUTES",
     "MUTE_ORDER",
     "OUTGOING",
@@ -59,6 +64,7 @@ __all__ = [
     "reclaimed_after",
     "request_deletes",
     "request_puts",
+    "reverse_item",
     "settings_key",
 ]
 
@@ -69,6 +75,8 @@ REQUEST_ORDER = "RT#"
 BLOCK = "B#"
 MUTE = "M#"
 MUTE_ORDER = "MT#"
+BLOCKED_BY = "b#"
+MUTED_BY = "m#"
 SETTINGS = "P"
 OUTGOING = "O"
 ID_DIGITS = 20
@@ -137,6 +145,15 @@ def mute_item(item_key: Item, mute: Mute) -> Item:
     body = {**item(item_key, mute), "exp": {"N": str(mute.expires_us)}, "ntf": {"BOOL": mute.notifications}}
     if mute.expires_us > 0:
         body[TTL_ATTRIBUTE] = {"N": str(reclaimed_after(mute.expires_us))}
+    return body
+
+
+def reverse_item(prefix: str, owner: int, other: int, *, expires_us: int = 0) -> Item:
+    """``owner`` is blocked (``BLOCKED_BY``) or muted (``MUTED_BY``) by ``other``; a mute's reverse
+    is reclaimed by TTL with the mute."""
+    body = {**key(prefix, owner, other), "other": {"N": str(other)}}
+    if expires_us > 0:
+        body[TTL_ATTRIBUTE] = {"N": str(reclaimed_after(expires_us))}
     return body
 
 

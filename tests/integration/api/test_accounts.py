@@ -33,7 +33,7 @@ from tests.support.polling import eventually
 from tests.support.timeline_calls import timeline_stub_for, whole_timeline
 
 INVALID, FAILED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
-U, A, B, C, D, P = 10, 11, 12, 13, 14, 15
+U, A, B, C, D, P, E = 10, 11, 12, 13, 14, 15, 16
 """U is the account that leaves; A, B and C follow it, it follows A and D, and it asked P (private)."""
 
 
@@ -124,6 +124,8 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
     await seed(stub)
     await block(stub, U, B)
     await stub.Mute(pb.MuteRequest(muter_id=U, muted_id=C))
+    await block(stub, E, U)  # others' blocks and mutes of U go too
+    await stub.Mute(pb.MuteRequest(muter_id=A, muted_id=U))
     await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=U))
     await rejected(stub.Follow(pb.FollowRequest(follower_id=A, followee_id=U)), FAILED, "ACCOUNT_DELETED")
     await rejected(stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
@@ -134,6 +136,8 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
     assert (done.edges_done, done.edges_total) == (5, 5)  # the block took B's follow: A, C; A, D; P
     await rejected(stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
     await eventually(lambda: all_counts(stub, [A, B, C, D]), lambda c: all(v == (0, 0) for v in c.values()))
+    assert await relationships(stub, E, [U]) == [(U, frozenset())]  # E's block of U is gone
+    assert not (await stub.ListMutes(pb.ListMutesRequest(user_id=A))).mutes
     assert await requests_of(stub, P) == []
     dynamo = AsyncDynamo.build(settings)
     try:

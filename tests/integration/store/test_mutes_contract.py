@@ -77,7 +77,11 @@ async def test_a_mute_is_two_items_in_the_muters_partition_with_the_ttl_attribut
     assert {k: v for k, v in order.items() if k not in {"pk", "sk"}} == {**expected, **ttl}
     assert "expires_at" not in found[f"M#{c:020d}"]  # until unmuted: nothing for TTL to reclaim
     assert "expires_at" not in found[f"MT#{T + 1:016d}#{c:020d}"]
-    assert await store.partition(b) == {}  # the muted account's partition is untouched
+    # The muted account's partition holds only the reverse items (found when it is deleted).
+    assert {sk: i.get("expires_at") for sk, i in (await store.partition(b)).items()} == {
+        f"m#{a:020d}": ttl["expires_at"]
+    }
+    assert set(await store.partition(c)) == {f"m#{a:020d}"}
 
 
 async def test_a_replace_moves_the_order_item_and_a_remove_deletes_both(store: Store) -> None:
@@ -88,3 +92,4 @@ async def test_a_replace_moves_the_order_item_and_a_remove_deletes_both(store: S
     assert set(await store.partition(a)) == {f"M#{b:020d}", f"MT#{T + 7:016d}#{b:020d}"}
     assert await store.store.remove_mute(a, later)
     assert await store.partition(a) == {}
+    assert await store.partition(b) == {}  # its reverse went with it

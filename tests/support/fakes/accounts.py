@@ -35,17 +35,18 @@ class FakeAccounts:
         )
         return True
 
-    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> None:
+    async def settle_late(self, user_id: int, side: Side, edge: Edge) -> bool:
         status = await self.status(user_id)
         if status.state.in_graph:
-            return
+            return False
         pair = side.follower_followee(user_id, edge.user_id)
         held = self.graph.edges if side.is_edge else self.graph.requests
         if held.get(pair) != edge.at_us:
-            return  # gone already (archived, or unfollowed)
+            return False  # gone already (archived, or unfollowed)
         del held[pair]
         if not status.state.deleted:
             self.archived.setdefault(user_id, set()).add((side, edge.user_id, edge.at_us))
+        return True
 
     def archive_all(self, user_id: int) -> None:
         """What a deactivation's job does to the graph, at once: every edge and request touching the

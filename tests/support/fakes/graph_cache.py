@@ -152,6 +152,9 @@ class FakeGraphCache:
                 cached.discard(edge)
             elif edge not in gone:
                 cached.add(edge)
+            else:  # late, or restored with its own time: the store alone can tell
+                del self.lists[key]
+                continue
             if len(cached) > self._list_limit:
                 del self.lists[key]
         return True
@@ -205,6 +208,6 @@ class FakeGraphCache:
                 continue
             if not following:
                 cached.discard(edge)
-            elif edge not in cached and edge not in self.tombstones.get(key, set()):
+            elif edge not in cached:
                 del self.lists[key]
         return True
