@@ -15,6 +15,8 @@ conflict; jobs of different accounts run in parallel (``worker.py``).
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from collections.abc import Sequence
 
 import structlog
@@ -38,6 +40,8 @@ REVERSE_PREFIXES = ("b#", "m#")
 REVERSE_BATCH = 32
 """Reverse items handled per transaction (three elements each at most)."""
 DROP_BATCH = 98
+COUNTERS_WAIT_SECONDS = 60.0
+"""How long a deletion waits for the counters consumer to count the account's last edges out."""
 
 
 class JobReport:
@@ -156,6 +160,8 @@ class AccountJob:
                 return True
             if outcome is Restored.SUPERSEDED:
                 raise Superseded
+            if outcome is Restored.GONE:
+                return False
             if outcome is Restored.REFUSED:
                 await self._drop(user_id, gen, Lifecycle.REACTIVATING, [item])
                 log.info("archived_item_not_restored", user_id=user_id, other=item.other, side=item.side.name)
@@ -166,7 +172,7 @@ class AccountJob:
                 return False
             if not other.in_graph and await self._store.hand_over(user_id, gen, item):
                 return False
-            # The other came back (or left) meanwhile: decide again.
+            # The other came back (or left) meanwhile, or the item is gone: decide again.
         raise Unavailable(f"account {user_id}'s archived item with {item.other} kept changing")
 
     async def _settled(self, user_id: int, side: Side, moved: Sequence[tuple[int, int]], *, live: bool) -> None:
@@ -178,6 +184,25 @@ class AccountJob:
                 await self._changes.follow_settled(follower, followee, at_us, following=live)
             else:
                 await self._changes.pair_settled(follower, followee)
+
+    async def _drop_counters(self, user_id: int, gen: int) -> None:
+        """Delete the account's counters once the counters consumer has counted its last edges out
+        (they read zero), so that the consumer does not make them again; at the version read, so a
+        count it moves meanwhile is read again. After ``COUNTERS_WAIT_SECONDS`` (the consumer is
+        down or far behind) they are deleted as they are, and a zero row may come back: fsck and
+        reconcile take a missing row and a zero one alike."""
+        deadline = time.monotonic() + COUNTERS_WAIT_SECONDS
+        for attempt in itertools.count():
+            counts = await self._store.counters(user_id)
+            if (counts.followers or counts.following) and time.monotonic() < deadline:
+                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))  # the consumer's pace, not a sync
+                continue
+            codes = await self._store.drop_counters(user_id, gen, counts.version)
+            if codes is None:
+                return
+            if codes[-1] == CONDITION_FAILED:
+                raise Superseded
+            # The consumer moved them since they were read: read again.
 
     async def _backfill(self, user_id: int, followers: Sequence[int]) -> None:
         """The account's recent tweets into the home timelines of the followers it got back, as a
@@ -216,7 +241,8 @@ class AccountJob:
             while sort_keys := await self._store.owned(user_id, prefix, REVERSE_BATCH):
                 if not await self._store.drop_blocks_and_mutes_of(user_id, gen, sort_keys):
                     raise Superseded
-        if not await self._store.drop_owned(user_id, gen, ["P"]) or not await self._store.drop_counters(user_id, gen):
+        if not await self._store.drop_owned(user_id, gen, ["P"]):
             raise Superseded
+        await self._drop_counters(user_id, gen)
         for forgetting in self._forgetting:
             await forgetting.forget_account(user_id)

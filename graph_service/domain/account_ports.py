@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Restored, Side
-from graph_service.domain.models import Edge
+from graph_service.domain.models import Counts, Edge
 
 __all__ = ["AccountForgetting", "AccountJobStore", "AccountStateCache", "AccountStates", "AccountStore"]
 
@@ -33,6 +33,10 @@ class AccountStore(AccountStates, Protocol):
     async def change(self, current: AccountStatus, to: Lifecycle, at_us: int, *, total: int = 0) -> bool:
         """Move the account to ``to`` at the next generation and register its job, only if it is
         still at ``current``'s generation (False: it moved meanwhile; nothing was written)."""
+        ...
+
+    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
+        """The pair's archived edge (or request), wherever it is archived, forgotten."""
         ...
 
     async def settle_late(self, user_id: int, side: Side, edge: Edge) -> bool:
@@ -111,7 +115,9 @@ class AccountJobStore(Protocol):
 
     async def drop_blocks_and_mutes_of(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool: ...
 
-    async def drop_counters(self, user_id: int, gen: int) -> bool: ...
+    async def counters(self, user_id: int) -> Counts: ...
+
+    async def drop_counters(self, user_id: int, gen: int, version: int) -> list[str] | None: ...
 
 
 class AccountForgetting(Protocol):

@@ -138,6 +138,9 @@ class Restored(Enum):
     """The account's state moved on (a later call): the job stops."""
     OTHER_AWAY = "other_away"
     """(One item.) The other account is out of the graph."""
+    GONE = "gone"
+    """(One item.) The archived item is not there any more (another worker of the job moved it, or
+    an unfollow forgot it): nothing to do."""
     REFUSED = "refused"
     """Some item cannot come back as it was (a block, or the pair has a newer item), or (one of
     several) the other is away: try them one by one."""

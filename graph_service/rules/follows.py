@@ -140,6 +140,8 @@ class Follows:
                 follower_id, followee_id, edge_at=pair.following, request_at=pair.requested
             ):
                 await self._changes.follow_settled(follower_id, followee_id, pair.following, following=False)
+                await self._presence.forget_archived(follower_id, followee_id, request=False)
+                await self._presence.forget_archived(follower_id, followee_id, request=True)
                 return
             # An item changed under us (removed, or re-made with a new timestamp): read again.
         raise Unavailable("unfollow kept racing concurrent writes")

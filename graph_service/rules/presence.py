@@ -46,6 +46,14 @@ class Presence:
             if error is not None:
                 raise error
 
+    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
+        """After an unfollow, a removed follower or a rejected request: if either account is not
+        plainly active (away, or coming back while its restore runs), the pair's archived edge or
+        request goes too, or a reactivation would bring back what the call removed."""
+        found = await self._states.states([follower_id, followee_id])
+        if any(state is not Lifecycle.ACTIVE for state in found.values()):
+            await self._store.forget_archived(follower_id, followee_id, request=request)
+
     async def after_made(self, follower_id: int, followee_id: int, at_us: int, *, request: bool) -> None:
         """A follow (or, ``request``, a pending request) was just committed: if either account has
         left the graph since its state was read, settle the new item as that account's job would."""

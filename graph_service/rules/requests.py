@@ -57,6 +57,7 @@ class FollowRequests:
                 requester_id, user_id, edge_at=None, request_at=requested_at
             ):
                 await self._changes.pair_settled(requester_id, user_id)
+                await self._presence.forget_archived(requester_id, user_id, request=True)
                 return
         raise Unavailable("reject kept racing concurrent writes")
 

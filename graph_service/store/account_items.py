@@ -41,6 +41,7 @@ __all__ = [
     "check_in_graph",
     "check_state",
     "check_states",
+    "delete_archived",
     "job_key",
     "parse_archived",
     "parse_status",
@@ -78,6 +79,20 @@ def archive_item(archived: Archived, gen: int) -> Item:
         "other": {"N": str(archived.other)},
         "at": {"N": str(archived.at_us)},
         "gen": {"N": str(gen)},
+    }
+
+
+def delete_archived(table: str, archived: Archived) -> Item:
+    """The archived item deleted, only if it is still there, holding the same ``at``: a second
+    worker of the same job (a lease that ran out under a stalled one) never moves it twice."""
+    return {
+        "Delete": {
+            "TableName": table,
+            "Key": archive_key(archived.owner, archived.side, archived.other),
+            "ConditionExpression": "#at = :at",
+            "ExpressionAttributeNames": {"#at": "at"},
+            "ExpressionAttributeValues": {":at": {"N": str(archived.at_us)}},
+        }
     }
 
 

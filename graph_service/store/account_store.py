@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Restored, Side
 from graph_service.domain.errors import Unavailable
-from graph_service.domain.models import Edge
+from graph_service.domain.models import Counts, Edge
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, conditional, query_all, transact_write
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
 from graph_service.store import account_items as ai
 from graph_service.store import items as it
+from graph_service.store.graph_store import load_counts
 
 __all__ = ["BATCH_ITEMS", "DynamoAccounts"]
 
@@ -299,8 +300,9 @@ class DynamoAccounts:
 
         return sum(await asyncio.gather(*(clear(k) for k in marked)))
 
-    def _removals(self, user_id: int, side: Side, edges: Sequence[Edge]) -> list[Item]:
-        """The live items of each edge or request deleted, and the follower's outgoing count moved."""
+    def _removals(self, user_id: int, side: Side, edges: Sequence[Edge], *, own_count: bool = True) -> list[Item]:
+        """The live items of each edge or request deleted, and the follower's outgoing count moved
+        (not the account's own when ``own_count`` is False: a deleted account's goes whole)."""
         elements: list[Item] = []
         for edge in edges:
             follower, followee = side.follower_followee(user_id, edge.user_id)
@@ -308,7 +310,7 @@ class DynamoAccounts:
             elements += remove(self._followers, self._following, follower, followee, edge.at_us)
             if follower != user_id:
                 elements.append(it.count_outgoing(self._following, follower, -1))
-        if side in (Side.FOLLOWING, Side.REQUESTED) and edges:
+        if own_count and side in (Side.FOLLOWING, Side.REQUESTED) and edges:
             elements.append(it.count_outgoing(self._following, user_id, -len(edges)))
         return elements
 
@@ -328,8 +330,9 @@ class DynamoAccounts:
     async def purge(
         self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
     ) -> list[str] | None:
-        """Delete the edges or requests of one side for good (an account being deleted)."""
-        elements = self._removals(user_id, side, edges)
+        """Delete the edges or requests of one side for good (an account being deleted; its own
+        outgoing count is not moved: ``drop_counters`` deletes it, and a late one must not make it again)."""
+        elements = self._removals(user_id, side, edges, own_count=False)
         elements.append(self._fence(user_id, gen, Lifecycle.DELETING, len(edges), late=late))
         return await transact_write(self._dynamo, elements)
 
@@ -368,6 +371,7 @@ class DynamoAccounts:
         made meanwhile; all or none, fenced by the state."""
         elements: list[Item] = []
         away: list[int] = []  # the index of each item's check of the other's state
+        taken: list[int] = []  # the index of each item's conditional delete of its archived item
         for a in found:
             follower, followee = side.follower_followee(user_id, a.other)
             if side.is_edge:
@@ -386,7 +390,8 @@ class DynamoAccounts:
             elements.append(ai.check_in_graph(self._followers, a.other))
             if follower != user_id:
                 elements.append(it.count_outgoing(self._following, follower, 1))
-            elements.append(it.delete(self._followers, ai.archive_key(user_id, side, a.other)))
+            taken.append(len(elements))
+            elements.append(ai.delete_archived(self._followers, a))
         if side in (Side.FOLLOWING, Side.REQUESTED):
             elements.append(it.count_outgoing(self._following, user_id, len(found)))
         elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.REACTIVATING, done=len(found)))
@@ -395,16 +400,31 @@ class DynamoAccounts:
             return Restored.DONE
         if codes[-1] == CONDITION_FAILED:
             return Restored.SUPERSEDED
+        if len(found) == 1 and codes[taken[0]] == CONDITION_FAILED:
+            return Restored.GONE
         if len(found) == 1 and codes[away[0]] == CONDITION_FAILED:
             return Restored.OTHER_AWAY
         return Restored.REFUSED
+
+    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
+        """An unfollow, a removed follower or a rejected request of a pair with an account away: its
+        archived edge (or request) is forgotten in both accounts' partitions, so that it does not
+        come back with a reactivation (the call is the later word)."""
+        sides = (Side.REQUESTER, Side.REQUESTED) if request else (Side.FOLLOWER, Side.FOLLOWING)
+        await transact_write(
+            self._dynamo,
+            [
+                it.delete(self._followers, ai.archive_key(followee_id, sides[0], follower_id)),
+                it.delete(self._followers, ai.archive_key(follower_id, sides[1], followee_id)),
+            ],
+        )
 
     async def hand_over(self, user_id: int, gen: int, found: Archived) -> bool:
         """Move an archived item to the other account, which is away itself: it comes back with the
         other's reactivation (only while the other is still deactivated)."""
         mirrored = Archived(found.other, found.side.mirror, user_id, found.at_us)
         elements = [
-            it.delete(self._followers, ai.archive_key(user_id, found.side, found.other)),
+            ai.delete_archived(self._followers, found),
             it.put(self._followers, ai.archive_item(mirrored, gen)),
             ai.check_away(self._followers, found.other),
             ai.check_state(self._followers, user_id, gen, Lifecycle.REACTIVATING, done=1),
@@ -452,14 +472,25 @@ class DynamoAccounts:
         elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING))
         return await transact_write(self._dynamo, elements) is None
 
-    async def drop_counters(self, user_id: int, gen: int) -> bool:
-        """The deleted account's counters and outgoing count."""
+    async def counters(self, user_id: int) -> Counts:
+        """The account's counters as the counters consumer keeps them (strongly consistent)."""
+        return (await load_counts(self._dynamo, self._users, [user_id]))[user_id]
+
+    async def drop_counters(self, user_id: int, gen: int, version: int) -> list[str] | None:
+        """The deleted account's counters (only if still at ``version``: the counters consumer did
+        not move them since they were read) and its outgoing count; the cancellation codes if
+        refused (the last: the fence; the first: the version)."""
+        counters: Item = {"TableName": self._users, "Key": {"user_id": {"N": str(user_id)}}}
+        if version:
+            counters["ConditionExpression"] = "#ver = :ver"
+            counters["ExpressionAttributeNames"] = {"#ver": "ver"}
+            counters["ExpressionAttributeValues"] = {":ver": {"N": str(version)}}
         elements = [
-            it.delete(self._users, {"user_id": {"N": str(user_id)}}),
+            {"Delete": counters},
             it.delete(self._following, it.outgoing_key(user_id)),
             ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING),
         ]
-        return await transact_write(self._dynamo, elements) is None
+        return await transact_write(self._dynamo, elements)
 
     async def pair_blocked(self, a: int, b: int) -> bool:
         found = await batch_get_all(

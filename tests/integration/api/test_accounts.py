@@ -30,6 +30,7 @@ from tests.support.graph_calls import (
     whole_list,
 )
 from tests.support.polling import eventually
+from tests.support.table_items import partition_items
 from tests.support.timeline_calls import timeline_stub_for, whole_timeline
 
 INVALID, FAILED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
@@ -151,6 +152,11 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
         assert [i["sk"]["S"] for i in left["Items"]] == ["A"]  # only the state: nothing else about U
         status = await DynamoAccounts(dynamo, TableNames(settings.table_prefix)).status(U)
         assert status.state.deleted
+        assert await partition_items(dynamo, settings.table("following"), U) == {}  # no O, no mirror
+        counters = await dynamo.call(
+            "get_item", TableName=settings.table("users"), Key={"user_id": {"N": str(U)}}, ConsistentRead=True
+        )
+        assert "Item" not in counters  # the consumer counted its edges out before the row went
     finally:
         dynamo.close()
 
@@ -234,3 +240,20 @@ async def test_timelines_hide_an_account_away_and_get_its_tweets_back_with_its_f
             assert await whole_timeline(reader, A) == []
         finally:
             await timelines.aclose()
+
+
+async def test_an_unfollow_or_a_rejection_while_an_account_is_away_is_not_undone_by_its_return(stub: Stub) -> None:
+    """The later word wins: A unfollows U and P rejects U's request while U is away (their items are
+    archived, not stored as an edge or a request): neither comes back with U."""
+    await seed(stub)
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
+    await stub.Unfollow(pb.UnfollowRequest(follower_id=A, followee_id=U))
+    await stub.RemoveFollower(pb.RemoveFollowerRequest(user_id=U, follower_id=B))
+    await stub.RejectFollowRequest(pb.RejectFollowRequestRequest(user_id=P, requester_id=U))
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
+    back = await settled(stub, U, pb.ACCOUNT_STATE_ACTIVE)
+    assert back.edges_done == back.edges_total == 3  # C's follow, and U's of A and D
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWERS, U)] == [C]
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWING, U)] == [D, A]
+    assert await requests_of(stub, P) == []
