@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -40,18 +40,30 @@ REVERSE_PREFIXES = ("b#", "m#")
 REVERSE_BATCH = 32
 """Reverse items handled per transaction (three elements each at most)."""
 DROP_BATCH = 98
+LOG_EVERY_SECONDS = 10.0
+"""A running job logs how far it is this often."""
 COUNTERS_WAIT_SECONDS = 60.0
 """How long a deletion waits for the counters consumer to count the account's last edges out."""
 
 
 class JobReport:
-    """Progress callback target: how many items a job has moved (for metrics and logs)."""
+    """How far a job is, as it goes: every committed batch calls ``add``, which counts into
+    ``on_moved`` (the worker's metric) and logs a progress line every ``LOG_EVERY_SECONDS``."""
 
-    def __init__(self) -> None:
+    def __init__(self, user_id: int = 0, kind: str = "", on_moved: Callable[[int], None] | None = None) -> None:
         self.moved = 0
+        self._user_id = user_id
+        self._kind = kind
+        self._on_moved = on_moved
+        self._logged = time.monotonic()
 
     def add(self, n: int) -> None:
         self.moved += n
+        if self._on_moved is not None:
+            self._on_moved(n)
+        if time.monotonic() - self._logged >= LOG_EVERY_SECONDS:
+            self._logged = time.monotonic()
+            log.info("account_job_progress", user_id=self._user_id, job=self._kind, moved=self.moved)
 
 
 class Superseded(Exception):

@@ -6,7 +6,8 @@ wherever the service runs (ECS and Kubernetes alike, while counters and relay ma
 functions that live for seconds), and its replicas share the jobs through leases. A job's work
 is DynamoDB round trips, not CPU; ``SG_ACCOUNT_JOBS=0`` keeps it off a replica.
 
-The registry (``followers`` pk=0) is read every ``poll_seconds``. A job is taken under a lease
+A job that fails waits (doubling, up to 5 minutes) before it is taken again. The registry
+(``followers`` pk=0) is read every ``poll_seconds``. A job is taken under a lease
 (``lease_seconds``) renewed at a third of it; a process that dies (kill -9) stops renewing, and
 another takes the job over once the lease ran out, where the last committed batch left it. A
 registered job whose account moved on (a later call) is dropped: the later call registered its own.
@@ -29,6 +30,10 @@ from graph_service.telemetry.account_jobs import AccountJobMetrics
 __all__ = ["JobWorker"]
 
 log = structlog.get_logger(__name__)
+RETRY_BASE_SECONDS = 1.0
+RETRY_CAP_SECONDS = 300.0
+"""A failed job waits 1 s, 2 s, 4 s... at most 5 minutes before it is taken again (by any process),
+so jobs that keep failing neither spin nor keep the others from their turn."""
 
 
 def _now_ms() -> int:
@@ -94,7 +99,8 @@ class JobWorker:
 
     async def _run(self, entry: JobEntry, state: Lifecycle) -> None:
         kind = state.name.lower()
-        report = JobReport()
+        items = self._metrics.items.labels(kind)
+        report = JobReport(entry.user_id, kind, items.inc)
         renewing = asyncio.create_task(self._renew(entry))
         started = time.monotonic()
         log.info("account_job_started", user_id=entry.user_id, job=kind, gen=entry.gen)
@@ -115,8 +121,11 @@ class JobWorker:
             self._running.pop(entry.user_id, None)
             self._metrics.running.dec()
             self._metrics.jobs.labels(kind, outcome).inc()
-            self._metrics.items.labels(kind).inc(report.moved)
-            if outcome != "finished":
+            if outcome == "failed":  # waits before anyone takes it again, longer after each failure
+                delay_ms = int(min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**entry.tries) * 1000)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._store.defer(entry.user_id, entry.gen, self.owner, delay_ms))
+            elif outcome != "finished":
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._store.release(entry.user_id, entry.gen, self.owner))
             log.info(

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from graph_service.domain.errors import AccountDeactivated, AccountDeleted, DomainError
-from graph_service.domain.models import Edge
 
 __all__ = ["AccountStatus", "Archived", "JobEntry", "Lifecycle", "Restored", "Side", "refusal"]
 
@@ -104,8 +103,7 @@ class AccountStatus:
     at_us: int = 0
     """When the state was last changed by a call (0: never)."""
     previous: Lifecycle = Lifecycle.ACTIVE
-    """The state the last call changed it from (a restore after an interrupted deactivation has
-    more to tidy)."""
+    """The state the last call changed it from (for operators reading the item, and the tests)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +115,6 @@ class Archived:
     other: int
     at_us: int
 
-    @property
-    def edge(self) -> Edge:
-        return Edge(self.other, self.at_us)
-
 
 @dataclass(frozen=True, slots=True)
 class JobEntry:
@@ -130,6 +124,8 @@ class JobEntry:
     gen: int
     owner: str
     until_ms: int
+    tries: int = 0
+    """How many times the job failed (it waits longer after each)."""
 
 
 class Restored(Enum):

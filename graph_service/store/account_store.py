@@ -10,6 +10,7 @@ on the first items left: resuming after a crash is running again.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Restored, Side
@@ -23,6 +24,11 @@ from graph_service.store import items as it
 from graph_service.store.graph_store import load_counts
 
 __all__ = ["BATCH_ITEMS", "DynamoAccounts"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 LATE_ATTEMPTS = 8
@@ -39,7 +45,8 @@ _SOURCE = {
 
 
 class DynamoAccounts:
-    """``AccountStates`` and ``AccountJobs`` on DynamoDB."""
+    """``AccountStore`` (states and their changes) and ``AccountJobStore`` (the registry, leases
+    and the jobs' batches) on DynamoDB."""
 
     def __init__(self, dynamo: AsyncDynamo, tables: TableNames) -> None:
         self._dynamo = dynamo
@@ -125,6 +132,7 @@ class DynamoAccounts:
                 gen=int(i["gen"]["N"]),
                 owner=i.get("owner", {}).get("S", ""),
                 until_ms=int(i.get("until", {}).get("N", "0")),
+                tries=int(i.get("tries", {}).get("N", "0")),
             )
             for i in await query_all(self._dynamo, query)
         ]
@@ -158,6 +166,26 @@ class DynamoAccounts:
             ConditionExpression="#gen = :gen AND #owner = :me",
             ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen"},
             ExpressionAttributeValues={":me": {"S": owner}, ":zero": {"N": "0"}, ":gen": {"N": str(gen)}},
+        )
+
+    async def defer(self, user_id: int, gen: int, owner: str, delay_ms: int) -> None:
+        """A failed job (``owner`` held it) waits ``delay_ms`` before any process takes it again;
+        its ``tries`` count one more."""
+        await conditional(
+            self._dynamo,
+            "update_item",
+            TableName=self._followers,
+            Key=ai.job_key(user_id),
+            UpdateExpression="SET #owner = :none, #until = :until ADD #tries :one",
+            ConditionExpression="#gen = :gen AND #owner = :me",
+            ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen", "#tries": "tries"},
+            ExpressionAttributeValues={
+                ":none": {"S": ""},
+                ":until": {"N": str(_now_ms() + delay_ms)},
+                ":one": {"N": "1"},
+                ":gen": {"N": str(gen)},
+                ":me": {"S": owner},
+            },
         )
 
     async def drop_job(self, user_id: int, gen: int) -> None:
@@ -491,13 +519,3 @@ class DynamoAccounts:
             ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING),
         ]
         return await transact_write(self._dynamo, elements)
-
-    async def pair_blocked(self, a: int, b: int) -> bool:
-        found = await batch_get_all(
-            self._dynamo,
-            self._followers,
-            [it.key(it.BLOCK, a, b), it.key(it.BLOCK, b, a)],
-            consistent=True,
-            projection="pk",
-        )
-        return bool(found)
