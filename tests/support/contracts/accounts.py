@@ -242,12 +242,17 @@ class AccountContract:
         assert await store.archived(u) == {(side, other, T)}
         assert await held_at(store, side, u, other) is None
 
-    @SIDES
-    @pytest.mark.parametrize("leaving", [Lifecycle.DEACTIVATING, Lifecycle.DELETING], ids=["archived", "deleted"])
+    @pytest.mark.parametrize(
+        ("side", "leaving"),
+        [(side, Lifecycle.DEACTIVATING) for side in Side]
+        + [(side, Lifecycle.DELETING) for side in (Side.FOLLOWER, Side.REQUESTER)],
+        ids=[f"archived-{side.name.lower()}" for side in Side] + ["deleted-follower", "deleted-requester"],
+    )
     async def test_a_settled_item_no_longer_counts_against_the_followers_cap(
         self, store: AccountsUnderTest, users: Users, side: Side, leaving: Lifecycle
     ) -> None:
-        """Archived or deleted, it is no follow or pending request of its follower any more."""
+        """Archived or deleted, it is no follow or pending request of its follower any more (a deleted
+        account's own count is not moved: its job deletes it whole, and it follows no one again)."""
         u, other, third = users(3)
         follower, _ = side.follower_followee(u, other)
         await move(store, u, leaving)
