@@ -93,7 +93,8 @@ def refusal(user_id: int, state: Lifecycle) -> DomainError | None:
 @dataclass(frozen=True, slots=True)
 class AccountStatus:
     """An account's stored state: ``gen`` moves with every change; ``edges_done`` counts the items
-    its job has moved, ``edges_total`` those it has found so far (both per job)."""
+    its job has moved, ``edges_total`` those it is to move, counted when it started (or was taken
+    over: what was moved plus what was left; both per job)."""
 
     user_id: int
     state: Lifecycle = Lifecycle.ACTIVE

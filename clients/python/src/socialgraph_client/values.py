@@ -130,7 +130,7 @@ class AccountState(StrEnum):
     DELETING = "DELETING"
     """Deleted; a job is removing every item about it."""
     DELETED = "DELETED"
-    """Deleted; nothing about it is left but this state."""
+    """Deleted; its job has removed its items (this state stays, so that it cannot be reactivated)."""
 
 
 _RUNNING = frozenset({AccountState.DEACTIVATING, AccountState.REACTIVATING, AccountState.DELETING})
@@ -147,8 +147,9 @@ class AccountStatus:
     edges_done: int
     """The edges and requests the job has moved so far (after it: how many it moved)."""
     edges_total: int
-    """The edges and requests the job has found so far: it grows while the job reads the account's
-    lists, and equals ``edges_done`` once the job has finished."""
+    """The edges and requests the job is to move, counted when it started (or was taken over:
+    what it had moved plus what was left). Follows and unfollows during the job can leave it a
+    little off ``edges_done`` at the end."""
 
     @classmethod
     def of(cls, reply: Any) -> AccountStatus:

@@ -1520,8 +1520,9 @@ class GetAccountStateResponse(_message.Message):
     requests it has moved so far; after it, how many it moved.
     """
     edges_total: _builtins.int
-    """How many edges and requests the job has found so far: it grows while the
-    job reads the account's lists, and equals edges_done when the job ends.
+    """How many edges and requests the job is to move, counted when it started
+    (follows and unfollows during the job can leave it a little off
+    edges_done at the end).
     """
     def __init__(
         self,
