@@ -10,6 +10,7 @@ here, from its state, not from what the store holds."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -56,9 +57,12 @@ class GraphQueries:
     async def is_following(self, follower_id: int, followee_id: int) -> bool:
         require_id(follower_id, "follower_id")
         require_id(followee_id, "followee_id")
-        if follower_id == followee_id or await self._presence.absent([follower_id, followee_id]):
+        if follower_id == followee_id:
             return False
-        return await self._reads.is_following(follower_id, followee_id)
+        absent, following = await asyncio.gather(
+            self._presence.absent([follower_id, followee_id]), self._reads.is_following(follower_id, followee_id)
+        )
+        return following and not absent
 
     async def list_edges(self, direction: Direction, user_id: int, page_size: int, page_token: str) -> Page[Edge]:
         require_id(user_id, "user_id")
@@ -74,16 +78,14 @@ class GraphQueries:
 
     async def get_counts(self, user_id: int) -> Counts:
         require_id(user_id, "user_id")
-        if not await self._presence.in_graph(user_id):
-            return Counts()
-        return (await self._reads.get_counts([user_id]))[user_id]
+        absent, found = await asyncio.gather(self._presence.absent([user_id]), self._reads.get_counts([user_id]))
+        return Counts() if absent else found[user_id]
 
     async def batch_get_counts(self, user_ids: Sequence[int]) -> list[tuple[int, Counts]]:
         require_batch(user_ids, "user_ids", self._max_batch)
         if not user_ids:
             return []
-        found = await self._reads.get_counts(user_ids)
-        absent = await self._presence.absent(user_ids)
+        found, absent = await asyncio.gather(self._reads.get_counts(user_ids), self._presence.absent(user_ids))
         return [(u, Counts() if u in absent else found[u]) for u in user_ids]
 
     async def get_relationships(self, actor_id: int, target_ids: Sequence[int]) -> list[tuple[int, Relationship]]:
@@ -91,8 +93,9 @@ class GraphQueries:
         require_batch(target_ids, "target_ids", self._max_batch)
         if not target_ids:
             return []
-        found = await self._relationships.relationships(actor_id, target_ids)
-        absent = await self._presence.absent([actor_id, *target_ids])
+        found, absent = await asyncio.gather(
+            self._relationships.relationships(actor_id, target_ids), self._presence.absent([actor_id, *target_ids])
+        )
         now = now_us()
         if actor_id in absent:
             return [(t, without_graph(found[t].as_of(now))) for t in target_ids]
