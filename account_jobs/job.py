@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from graph_service.domain.account_ports import AccountForgetting, AccountJobStore
-from graph_service.domain.accounts import Archived, Lifecycle, Restored, Side
+from graph_service.domain.accounts import Archived, Lifecycle, Moved, Restored, Side
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
 from graph_service.domain.ports import GraphChanges, TimelineWrites
 
@@ -30,7 +30,6 @@ __all__ = ["SIDES", "AccountJob", "JobReport"]
 
 log = structlog.get_logger(__name__)
 SIDES = (Side.FOLLOWER, Side.FOLLOWING, Side.REQUESTER, Side.REQUESTED)
-CONDITION_FAILED = "ConditionalCheckFailed"
 REFUSALS_IN_A_ROW = 20
 """Batches in a row an item's concurrent change may refuse before the job gives up for now."""
 OWN_PREFIXES = ("B#", "M#", "MT#")
@@ -127,13 +126,13 @@ class AccountJob:
             if side.is_edge and not await self._store.mark(user_id, gen, side, edges, state):
                 raise Superseded
             move = self._store.archive if archive else self._store.purge
-            codes = await move(user_id, gen, side, edges)
-            if codes is None:
+            moved = await move(user_id, gen, side, edges)
+            if moved is Moved.DONE:
                 await self._settled(user_id, side, [(e.user_id, e.at_us) for e in edges], live=False)
                 report.add(len(edges))
                 refused = 0
                 continue
-            if codes[-1] == CONDITION_FAILED:
+            if moved is Moved.SUPERSEDED:
                 raise Superseded
             refused += 1  # an item changed since it was read (unfollowed, accepted...): read again
             if refused >= REFUSALS_IN_A_ROW:
@@ -209,10 +208,10 @@ class AccountJob:
             if (counts.followers or counts.following) and time.monotonic() < deadline:
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))  # the consumer's pace, not a sync
                 continue
-            codes = await self._store.drop_counters(user_id, gen, counts.version)
-            if codes is None:
+            moved = await self._store.drop_counters(user_id, gen, counts.version)
+            if moved is Moved.DONE:
                 return
-            if codes[-1] == CONDITION_FAILED:
+            if moved is Moved.SUPERSEDED:
                 raise Superseded
             # The consumer moved them since they were read: read again.
 

@@ -23,7 +23,7 @@ import uuid
 import structlog
 
 from account_jobs.job import AccountJob, JobReport
-from graph_service.domain.account_ports import AccountJobStore
+from graph_service.domain.account_ports import JobRegistry
 from graph_service.domain.accounts import JobEntry, Lifecycle
 from graph_service.telemetry.account_jobs import AccountJobMetrics
 
@@ -43,7 +43,7 @@ def _now_ms() -> int:
 class JobWorker:
     def __init__(
         self,
-        store: AccountJobStore,
+        store: JobRegistry,
         job: AccountJob,
         *,
         concurrency: int,

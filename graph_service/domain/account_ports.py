@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Restored, Side
+from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Moved, Restored, Side
 from graph_service.domain.models import Counts, Edge
 
-__all__ = ["AccountForgetting", "AccountJobStore", "AccountStateCache", "AccountStates", "AccountStore"]
+__all__ = ["AccountForgetting", "AccountJobStore", "AccountStateCache", "AccountStates", "AccountStore", "JobRegistry"]
 
 
 class AccountStates(Protocol):
@@ -60,14 +60,10 @@ class AccountStateCache(Protocol):
         ...
 
 
-class AccountJobStore(Protocol):
-    """What a job reads and writes (``DynamoAccounts``; ``store/account_store.py`` says how). Every
-    write is fenced by the account's state at the job's generation: False, ``SUPERSEDED`` or a
-    failed last code mean the account moved on and the job must stop."""
+class JobRegistry(Protocol):
+    """The jobs to run and who runs each (the worker's: ``account_jobs/worker.py``)."""
 
     async def status(self, user_id: int) -> AccountStatus: ...
-
-    async def states(self, user_ids: Sequence[int]) -> dict[int, Lifecycle]: ...
 
     async def jobs(self) -> list[JobEntry]: ...
 
@@ -78,6 +74,16 @@ class AccountJobStore(Protocol):
     async def defer(self, user_id: int, gen: int, owner: str, delay_ms: int) -> None: ...
 
     async def drop_job(self, user_id: int, gen: int) -> None: ...
+
+
+class AccountJobStore(Protocol):
+    """What a job reads and writes (``DynamoAccounts``; ``store/account_store.py`` says how). Every
+    write is fenced by the account's state at the job's generation: False or ``SUPERSEDED`` mean
+    the account moved on and the job must stop."""
+
+    async def status(self, user_id: int) -> AccountStatus: ...
+
+    async def states(self, user_ids: Sequence[int]) -> dict[int, Lifecycle]: ...
 
     async def set_total(self, user_id: int, gen: int, state: Lifecycle, total: int) -> bool: ...
 
@@ -101,11 +107,11 @@ class AccountJobStore(Protocol):
 
     async def archive(
         self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
-    ) -> list[str] | None: ...
+    ) -> Moved: ...
 
     async def purge(
         self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
-    ) -> list[str] | None: ...
+    ) -> Moved: ...
 
     async def restore(self, user_id: int, gen: int, side: Side, found: Sequence[Archived]) -> Restored: ...
 
@@ -119,7 +125,7 @@ class AccountJobStore(Protocol):
 
     async def counters(self, user_id: int) -> Counts: ...
 
-    async def drop_counters(self, user_id: int, gen: int, version: int) -> list[str] | None: ...
+    async def drop_counters(self, user_id: int, gen: int, version: int) -> Moved: ...
 
 
 class AccountForgetting(Protocol):

@@ -13,7 +13,7 @@ from enum import Enum
 
 from graph_service.domain.errors import AccountDeactivated, AccountDeleted, DomainError
 
-__all__ = ["AccountStatus", "Archived", "JobEntry", "Lifecycle", "Restored", "Side", "refusal"]
+__all__ = ["AccountStatus", "Archived", "JobEntry", "Lifecycle", "Moved", "Restored", "Side", "refusal"]
 
 
 class Lifecycle(Enum):
@@ -127,6 +127,19 @@ class JobEntry:
     until_ms: int
     tries: int = 0
     """How many times the job failed (it waits longer after each)."""
+
+
+class Moved(Enum):
+    """What one fenced batch of a job (archive, delete, a counters row) did."""
+
+    DONE = "done"
+    SUPERSEDED = "superseded"
+    """The account's state moved on (a later call): the job stops; nothing was written."""
+    GONE = "gone"
+    """(One item.) Its membership item is gone or was made again: the job, or an unfollow, got
+    there first."""
+    REFUSED = "refused"
+    """Something the batch read changed since (an unfollow, a counter moved): read again."""
 
 
 class Restored(Enum):

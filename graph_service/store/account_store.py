@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Restored, Side
+from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Moved, Restored, Side
 from graph_service.domain.errors import Unavailable
 from graph_service.domain.models import Counts, Edge
 from graph_service.dynamodb.client import AsyncDynamo
@@ -42,6 +42,18 @@ _SOURCE = {
     Side.REQUESTED: (FOLLOWING, it.REQUEST),
 }
 """Where a side's live items are listed in U's own partition: (table, membership prefix)."""
+
+
+def _moved(codes: list[str] | None, *, first_is_membership: bool = True) -> Moved:
+    """A fenced batch's outcome from its cancellation codes (the fence is the last element; the
+    first is the first item's membership)."""
+    if codes is None:
+        return Moved.DONE
+    if codes[-1] == CONDITION_FAILED:
+        return Moved.SUPERSEDED
+    if first_is_membership and len(codes) > 1 and codes[0] == CONDITION_FAILED:
+        return Moved.GONE
+    return Moved.REFUSED
 
 
 class DynamoAccounts:
@@ -342,27 +354,22 @@ class DynamoAccounts:
             elements.append(it.count_outgoing(self._following, user_id, -len(edges)))
         return elements
 
-    async def archive(
-        self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
-    ) -> list[str] | None:
+    async def archive(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False) -> Moved:
         """Archive the edges or requests of one side (at most ``per_batch``), fenced by the state;
-        None when committed, else the cancellation codes (the first element is the first item's
-        membership, the fence is the last). ``late``: after the job (see ``settle_late``)."""
+        ``late``: after the job (see ``settle_late``)."""
         elements = self._removals(user_id, side, edges)
         elements += [
             it.put(self._followers, ai.archive_item(Archived(user_id, side, e.user_id, e.at_us), gen)) for e in edges
         ]
         elements.append(self._fence(user_id, gen, Lifecycle.DEACTIVATING, len(edges), late=late))
-        return await transact_write(self._dynamo, elements)
+        return _moved(await transact_write(self._dynamo, elements))
 
-    async def purge(
-        self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False
-    ) -> list[str] | None:
+    async def purge(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *, late: bool = False) -> Moved:
         """Delete the edges or requests of one side for good (an account being deleted; its own
         outgoing count is not moved: ``drop_counters`` deletes it, and a late one must not make it again)."""
         elements = self._removals(user_id, side, edges, own_count=False)
         elements.append(self._fence(user_id, gen, Lifecycle.DELETING, len(edges), late=late))
-        return await transact_write(self._dynamo, elements)
+        return _moved(await transact_write(self._dynamo, elements))
 
     def _fence(self, user_id: int, gen: int, state: Lifecycle, done: int, *, late: bool) -> Item:
         if late:  # no progress: the job may be over (its counts are final)
@@ -381,10 +388,10 @@ class DynamoAccounts:
             if side.is_edge and not await self.mark(user_id, status.gen, side, [edge], state, state.settled):
                 continue  # the account moved on meanwhile: look again
             settle = self.purge if status.state.deleted else self.archive
-            codes = await settle(user_id, status.gen, side, [edge], late=True)
-            if codes is None:
+            moved = await settle(user_id, status.gen, side, [edge], late=True)
+            if moved is Moved.DONE:
                 return True
-            if codes[0] == CONDITION_FAILED:
+            if moved is Moved.GONE:
                 return False  # the job (or an unfollow) got there first
         raise Unavailable(f"account {user_id} kept changing state while an edge made with it was settled")
 
@@ -504,10 +511,9 @@ class DynamoAccounts:
         """The account's counters as the counters consumer keeps them (strongly consistent)."""
         return (await load_counts(self._dynamo, self._users, [user_id]))[user_id]
 
-    async def drop_counters(self, user_id: int, gen: int, version: int) -> list[str] | None:
+    async def drop_counters(self, user_id: int, gen: int, version: int) -> Moved:
         """The deleted account's counters (only if still at ``version``: the counters consumer did
-        not move them since they were read) and its outgoing count; the cancellation codes if
-        refused (the last: the fence; the first: the version)."""
+        not move them since they were read: else ``REFUSED``) and its outgoing count."""
         counters: Item = {"TableName": self._users, "Key": {"user_id": {"N": str(user_id)}}}
         if version:
             counters["ConditionExpression"] = "#ver = :ver"
@@ -518,4 +524,4 @@ class DynamoAccounts:
             it.delete(self._following, it.outgoing_key(user_id)),
             ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING),
         ]
-        return await transact_write(self._dynamo, elements)
+        return _moved(await transact_write(self._dynamo, elements), first_is_membership=False)

@@ -9,13 +9,13 @@ from typing import Any, cast
 
 from account_jobs.job import AccountJob, JobReport
 from account_jobs.worker import JobWorker
-from graph_service.domain.account_ports import AccountJobStore
+from graph_service.domain.account_ports import JobRegistry
 from graph_service.domain.accounts import AccountStatus, JobEntry, Lifecycle
 
 
 @dataclass
 class Registry:
-    """The registry and states part of ``AccountJobStore`` the worker uses."""
+    """``JobRegistry`` in memory."""
 
     entries: dict[int, JobEntry] = field(default_factory=dict)
     statuses: dict[int, AccountStatus] = field(default_factory=dict)
@@ -77,7 +77,7 @@ class ScriptedJob:
 
 def worker(registry: Registry, job: ScriptedJob, concurrency: int = 2) -> JobWorker:
     return JobWorker(
-        cast(AccountJobStore, registry),
+        cast(JobRegistry, registry),
         cast(AccountJob, job),
         concurrency=concurrency,
         poll_seconds=0.01,
