@@ -329,6 +329,16 @@ COMMANDS: dict[str, Command] = {
         (*LOGS, *DYNAMODB, *CACHE, "counters_consumer_name"),
         *_lazy("graph_service.entrypoints.fsck"),
     ),
+    "backfill": Command(
+        "write the items earlier releases lack (request mirrors, block and mute reverses; idempotent)",
+        "Read the followers table once and write, for each item that lacks it, what the account"
+        " lifecycle needs and earlier releases did not write: the following-table mirror of each pending"
+        " request, and the reverse item of each block and mute in the other account's partition. Each is"
+        " written only if what it mirrors is still there and it is missing, so it is safe beside a running"
+        " service and running it again writes nothing. Run it once after upgrading.",
+        (*LOGS, *DYNAMODB),
+        *_lazy("graph_service.entrypoints.backfill"),
+    ),
     "import": Command(
         "load an edge list from a CSV file (idempotent, resumable)",
         "Load follower_id,followee_id[,followed_at] rows (header optional) into the edge tables with the"
