@@ -189,12 +189,15 @@ class AccountJob:
     async def _settled(self, user_id: int, side: Side, moved: Sequence[tuple[int, int]], *, live: bool) -> None:
         """Tell the caches what a batch settled: each edge made (``live``) or removed, at its time;
         each request's pair touched."""
-        for other, at_us in moved:
+
+        async def settle(other: int, at_us: int) -> None:
             follower, followee = side.follower_followee(user_id, other)
             if side.is_edge:
                 await self._changes.follow_settled(follower, followee, at_us, following=live)
             else:
                 await self._changes.pair_settled(follower, followee)
+
+        await asyncio.gather(*(settle(other, at_us) for other, at_us in moved))  # each pair its own slots
 
     async def _drop_counters(self, user_id: int, gen: int) -> None:
         """Delete the account's counters once the counters consumer has counted its last edges out
@@ -222,12 +225,15 @@ class AccountJob:
         timelines = self._timelines
         if timelines is None or not followers:
             return
+
+        async def backfill(follower: int) -> None:
+            recent = await timelines.note_follow(user_id, follower, followed=True)
+            if not celebrity:
+                await timelines.merge(follower, recent)
+
         try:
             celebrity = await timelines.is_celebrity(user_id)
-            for follower in followers:
-                recent = await timelines.note_follow(user_id, follower, followed=True)
-                if not celebrity:
-                    await timelines.merge(follower, recent)
+            await asyncio.gather(*(backfill(follower) for follower in followers))  # a batch's at once
         except TimelineUnavailable as exc:  # the follows are back; only their timelines miss the tweets
             log.warning("restored_followers_backfill_failed", user_id=user_id, followers=len(followers), error=str(exc))
 
