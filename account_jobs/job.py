@@ -199,6 +199,23 @@ class AccountJob:
 
         await asyncio.gather(*(settle(other, at_us) for other, at_us in moved))  # each pair its own slots
 
+    async def _blocks_and_mutes_settled(self, user_id: int, sort_keys: Sequence[str], *, own: bool) -> None:
+        """Tell the caches of the blocks and mutes a deletion removed (``own``: the account's own,
+        ``B#``/``M#``; else others' of it, by their reverses ``b#``/``m#``): the pairs' cached
+        relationships and mutes go, as after an unblock or an unmute."""
+
+        async def settle(sk: str) -> None:
+            kind, other = sk.split("#", 1)
+            if kind.upper() not in ("B", "M"):
+                return  # an MT# order item: its M# names the pair
+            a, b = (user_id, int(other)) if own else (int(other), user_id)  # (blocker or muter, other)
+            if kind.upper() == "B":
+                await self._changes.pair_settled(a, b)
+            else:
+                await self._changes.mute_settled(a, b)
+
+        await asyncio.gather(*(settle(sk) for sk in sort_keys))
+
     async def _drop_counters(self, user_id: int, gen: int) -> None:
         """Delete the account's counters once the counters consumer has counted its last edges out
         (they read zero), so that the consumer does not make them again; at the version read, so a
@@ -254,10 +271,12 @@ class AccountJob:
             while sort_keys := await self._store.owned(user_id, prefix, DROP_BATCH):
                 if not await self._store.drop_owned(user_id, gen, sort_keys):
                     raise Superseded
+                await self._blocks_and_mutes_settled(user_id, sort_keys, own=True)
         for prefix in REVERSE_PREFIXES:
             while sort_keys := await self._store.owned(user_id, prefix, REVERSE_BATCH):
                 if not await self._store.drop_blocks_and_mutes_of(user_id, gen, sort_keys):
                     raise Superseded
+                await self._blocks_and_mutes_settled(user_id, sort_keys, own=False)
         if not await self._store.drop_owned(user_id, gen, ["P"]):
             raise Superseded
         await self._drop_counters(user_id, gen)

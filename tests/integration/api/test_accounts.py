@@ -127,6 +127,11 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
     await stub.Mute(pb.MuteRequest(muter_id=U, muted_id=C))
     await block(stub, E, U)  # others' blocks and mutes of U go too
     await stub.Mute(pb.MuteRequest(muter_id=A, muted_id=U))
+    assert await relationships(stub, E, [U]) == [(U, frozenset({"blocking"}))]  # now cached
+    assert await relationships(stub, U, [C, B]) == [
+        (C, frozenset({"muting", "followed_by"})),
+        (B, frozenset({"blocking"})),
+    ]
     await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=U))
     await rejected(stub.Follow(pb.FollowRequest(follower_id=A, followee_id=U)), FAILED, "ACCOUNT_DELETED")
     await rejected(stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
@@ -137,7 +142,8 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
     assert (done.edges_done, done.edges_total) == (5, 5)  # the block took B's follow: A, C; A, D; P
     await rejected(stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U)), FAILED, "ACCOUNT_DELETED")
     await eventually(lambda: all_counts(stub, [A, B, C, D]), lambda c: all(v == (0, 0) for v in c.values()))
-    assert await relationships(stub, E, [U]) == [(U, frozenset())]  # E's block of U is gone
+    assert await relationships(stub, E, [U]) == [(U, frozenset())]  # E's block of U is gone, cache included
+    assert await relationships(stub, U, [C, B]) == [(C, frozenset()), (B, frozenset())]  # and U's own
     assert not (await stub.ListMutes(pb.ListMutesRequest(user_id=A))).mutes
     assert await requests_of(stub, P) == []
     dynamo = AsyncDynamo.build(settings)
@@ -257,3 +263,20 @@ async def test_an_unfollow_or_a_rejection_while_an_account_is_away_is_not_undone
     assert [u for u, _ in await whole_list(stub, Direction.FOLLOWERS, U)] == [C]
     assert [u for u, _ in await whole_list(stub, Direction.FOLLOWING, U)] == [D, A]
     assert await requests_of(stub, P) == []
+
+
+async def test_a_deletion_leaves_no_cached_block_or_mute_of_the_account(stub: Stub) -> None:
+    """Without the counters consumer (whose stream repairs would hide a missing write-through): the
+    cached relationships of the blocks and mutes a deletion removed go with them."""
+    await block(stub, E, U)
+    await stub.Mute(pb.MuteRequest(muter_id=A, muted_id=U))
+    await block(stub, U, B)
+    await stub.Mute(pb.MuteRequest(muter_id=U, muted_id=C))
+    for _ in range(2):  # filled, then read from the cache
+        assert await relationships(stub, E, [U]) == [(U, frozenset({"blocking"}))]
+        assert await relationships(stub, A, [U]) == [(U, frozenset({"muting"}))]
+        assert await relationships(stub, B, [U]) == [(U, frozenset({"blocked_by"}))]
+    await stub.DeleteAccount(pb.DeleteAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_DELETED)
+    for other in (E, A, B, C):
+        assert await relationships(stub, other, [U]) == [(U, frozenset())], other
