@@ -39,6 +39,8 @@ REVERSE_PREFIXES = ("b#", "m#")
 REVERSE_BATCH = 32
 """Reverse items handled per transaction (three elements each at most)."""
 DROP_BATCH = 98
+OWN_BATCH = 49
+"""Own blocks and mutes per transaction (each with its reverse item in the other's partition)."""
 LOG_EVERY_SECONDS = 10.0
 """A running job logs how far it is this often."""
 COUNTERS_WAIT_SECONDS = 60.0
@@ -197,7 +199,7 @@ class AccountJob:
             else:
                 await self._changes.pair_settled(follower, followee)
 
-        await asyncio.gather(*(settle(other, at_us) for other, at_us in moved))  # each pair its own slots
+        await asyncio.gather(*(settle(other, at_us) for other, at_us in moved))
 
     async def _blocks_and_mutes_settled(self, user_id: int, sort_keys: Sequence[str], *, own: bool) -> None:
         """Tell the caches of the blocks and mutes a deletion removed (``own``: the account's own,
@@ -225,15 +227,14 @@ class AccountJob:
         deadline = time.monotonic() + COUNTERS_WAIT_SECONDS
         for attempt in itertools.count():
             counts = await self._store.counters(user_id)
-            if (counts.followers or counts.following) and time.monotonic() < deadline:
-                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))  # the consumer's pace, not a sync
-                continue
-            moved = await self._store.drop_counters(user_id, gen, counts.version)
-            if moved is Moved.DONE:
-                return
-            if moved is Moved.SUPERSEDED:
-                raise Superseded
-            # The consumer moved them since they were read: read again.
+            if not (counts.followers or counts.following) or time.monotonic() >= deadline:
+                moved = await self._store.drop_counters(user_id, gen, counts.version)
+                if moved is Moved.DONE:
+                    return
+                if moved is Moved.SUPERSEDED:
+                    raise Superseded
+                # The consumer moved them since they were read: read again, after a pause.
+            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))  # the consumer's pace, not a sync
 
     async def _backfill(self, user_id: int, followers: Sequence[int]) -> None:
         """The account's recent tweets into the home timelines of the followers it got back, as a
@@ -268,7 +269,7 @@ class AccountJob:
             await self._drop(user_id, gen, Lifecycle.DELETING, found)
             report.add(len(found))
         for prefix in OWN_PREFIXES:
-            while sort_keys := await self._store.owned(user_id, prefix, DROP_BATCH):
+            while sort_keys := await self._store.owned(user_id, prefix, OWN_BATCH):
                 if not await self._store.drop_owned(user_id, gen, sort_keys):
                     raise Superseded
                 await self._blocks_and_mutes_settled(user_id, sort_keys, own=True)

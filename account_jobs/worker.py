@@ -118,7 +118,6 @@ class JobWorker:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
-            self._running.pop(entry.user_id, None)
             self._metrics.running.dec()
             self._metrics.jobs.labels(kind, outcome).inc()
             if outcome == "failed":  # waits before anyone takes it again, longer after each failure
@@ -128,6 +127,7 @@ class JobWorker:
             elif outcome != "finished":
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._store.release(entry.user_id, entry.gen, self.owner))
+            self._running.pop(entry.user_id, None)  # only now: a poll meanwhile must not take it again
             log.info(
                 "account_job_ended",
                 user_id=entry.user_id,

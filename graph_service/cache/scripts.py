@@ -232,8 +232,9 @@ return 1
 
 # Run by the counters consumer for each edge record it sees, in each user's slot.
 # KEYS as WRITE_EDGE.  ARGV: '1' made / '0' removed, member.
-# It only ever deletes, so a late record cannot make anything stale. A made edge missing from the
-# cached list drops the list, tombstoned or not (a restore puts a removed member back).
+# It only ever deletes, so a late record cannot make anything stale: a list that disagrees with
+# the record is dropped whole, not edited (a restore puts a removed member back with its own time,
+# so a late REMOVE record may name a member that is live again; only the store can tell).
 REPAIR_EDGE = (
     _BUMP
     + """
@@ -245,7 +246,7 @@ if KEYS[2] ~= KEYS[1] then
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   local present = redis.call('ZSCORE', KEYS[3], ARGV[2])
-  if ARGV[1] == '0' and present then redis.call('ZREM', KEYS[3], ARGV[2]) end
+  if ARGV[1] == '0' and present then redis.call('DEL', KEYS[3]) end
   if ARGV[1] == '1' and not present then
     redis.call('DEL', KEYS[3])
   end

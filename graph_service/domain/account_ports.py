@@ -35,8 +35,9 @@ class AccountStore(AccountStates, Protocol):
         still at ``current``'s generation (False: it moved meanwhile; nothing was written)."""
         ...
 
-    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
-        """The pair's archived edge (or request), wherever it is archived, forgotten."""
+    async def forget_archived(self, follower_id: int, followee_id: int, *, edge: bool = True) -> None:
+        """The pair's archived request (and ``edge``: edge) in that direction, wherever it is
+        archived, forgotten."""
         ...
 
     async def settle_late(self, user_id: int, side: Side, edge: Edge) -> bool:

@@ -12,18 +12,24 @@ from graph_service.domain.ids import require_pair
 from graph_service.domain.models import PairState
 from graph_service.domain.ports import GraphChanges, GraphWrites
 from graph_service.domain.times import now_us
+from graph_service.rules.presence import Presence
 from graph_service.rules.races import RACE_ATTEMPTS
 
 __all__ = ["Blocks"]
 
 
 class Blocks:
-    def __init__(self, writes: GraphWrites, changes: GraphChanges) -> None:
+    def __init__(self, writes: GraphWrites, changes: GraphChanges, presence: Presence) -> None:
         self._writes = writes
         self._changes = changes
+        self._presence = presence
 
     async def block(self, blocker_id: int, blocked_id: int) -> None:
         require_pair(blocker_id, "blocker_id", blocked_id, "blocked_id")
+        # An account away keeps its edges archived: what the block ends must not come back with it,
+        # even if the block is lifted before (SPEC §3b).
+        await self._presence.forget_archived(blocker_id, blocked_id)
+        await self._presence.forget_archived(blocked_id, blocker_id)
         removed = await self._block(blocker_id, blocked_id)
         for follower, followee, edge_at in (
             (blocker_id, blocked_id, removed.following),

@@ -132,7 +132,8 @@ class Follows:
         await self._remove(follower_id, user_id)
 
     async def _remove(self, follower_id: int, followee_id: int) -> None:
-        """Remove the follow and withdraw a pending request, whichever exist."""
+        """Remove the follow and withdraw a pending request, whichever exist (archived ones too)."""
+        await self._presence.forget_archived(follower_id, followee_id)
         for _ in range(RACE_ATTEMPTS):
             pair = await self._writes.pair(follower_id, followee_id)
             nothing = pair.following is None and pair.requested is None
@@ -140,8 +141,6 @@ class Follows:
                 follower_id, followee_id, edge_at=pair.following, request_at=pair.requested
             ):
                 await self._changes.follow_settled(follower_id, followee_id, pair.following, following=False)
-                await self._presence.forget_archived(follower_id, followee_id, request=False)
-                await self._presence.forget_archived(follower_id, followee_id, request=True)
                 return
             # An item changed under us (removed, or re-made with a new timestamp): read again.
         raise Unavailable("unfollow kept racing concurrent writes")

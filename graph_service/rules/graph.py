@@ -80,7 +80,7 @@ def graph_rules(
     return GraphRules(
         follows=Follows(writes, changes, reads, acceptance, tickets, presence, max_following=limits.max_following),
         requests=FollowRequests(writes, changes, reads, acceptance, pager, presence),
-        blocks=Blocks(writes, changes),
+        blocks=Blocks(writes, changes, presence),
         queries=GraphQueries(reads, relationships, pager, presence, max_batch_size=limits.max_batch_size),
         known=KnownFollowers(Intersections(reads, limits.intersection_candidate_limit), pager, presence),
         suggestions=suggester,

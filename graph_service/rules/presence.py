@@ -46,13 +46,15 @@ class Presence:
             if error is not None:
                 raise error
 
-    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
-        """After an unfollow, a removed follower or a rejected request: if either account is not
-        plainly active (away, or coming back while its restore runs), the pair's archived edge or
-        request goes too, or a reactivation would bring back what the call removed."""
-        found = await self._states.states([follower_id, followee_id])
+    async def forget_archived(self, follower_id: int, followee_id: int, *, edge: bool = True) -> None:
+        """Before an unfollow, a removed follower, a rejected request or a block: if either account
+        is not plainly active (away, or coming back while its restore runs: strongly consistent),
+        the pair's archived request (and ``edge``: its archived edge) in that direction goes, or a
+        reactivation would bring back what the call removes. Before, not after: a restore that
+        committed meanwhile is then removed by the call itself."""
+        found = await self._store.states([follower_id, followee_id])
         if any(state is not Lifecycle.ACTIVE for state in found.values()):
-            await self._store.forget_archived(follower_id, followee_id, request=request)
+            await self._store.forget_archived(follower_id, followee_id, edge=edge)
 
     async def after_made(self, follower_id: int, followee_id: int, at_us: int, *, request: bool) -> None:
         """A follow (or, ``request``, a pending request) was just committed: if either account has

@@ -51,13 +51,13 @@ class FollowRequests:
 
     async def reject_request(self, user_id: int, requester_id: int) -> None:
         require_pair(user_id, "user_id", requester_id, "requester_id")
+        await self._presence.forget_archived(requester_id, user_id, edge=False)
         for _ in range(RACE_ATTEMPTS):
             requested_at = await self._writes.request_at(user_id, requester_id)
             if requested_at is None or await self._writes.remove(
                 requester_id, user_id, edge_at=None, request_at=requested_at
             ):
                 await self._changes.pair_settled(requester_id, user_id)
-                await self._presence.forget_archived(requester_id, user_id, request=True)
                 return
         raise Unavailable("reject kept racing concurrent writes")
 

@@ -441,18 +441,19 @@ class DynamoAccounts:
             return Restored.OTHER_AWAY
         return Restored.REFUSED
 
-    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
-        """An unfollow, a removed follower or a rejected request of a pair with an account away: its
-        archived edge (or request) is forgotten in both accounts' partitions, so that it does not
-        come back with a reactivation (the call is the later word)."""
-        sides = (Side.REQUESTER, Side.REQUESTED) if request else (Side.FOLLOWER, Side.FOLLOWING)
-        await transact_write(
-            self._dynamo,
-            [
-                it.delete(self._followers, ai.archive_key(followee_id, sides[0], follower_id)),
-                it.delete(self._followers, ai.archive_key(follower_id, sides[1], followee_id)),
-            ],
-        )
+    async def forget_archived(self, follower_id: int, followee_id: int, *, edge: bool = True) -> None:
+        """The pair's archived request (and ``edge``: its archived edge) in that direction forgotten,
+        in both accounts' partitions, so that it does not come back with a reactivation."""
+        sides = [(Side.REQUESTER, Side.REQUESTED)] + ([(Side.FOLLOWER, Side.FOLLOWING)] if edge else [])
+        elements = [
+            element
+            for inward, outward in sides
+            for element in (
+                it.delete(self._followers, ai.archive_key(followee_id, inward, follower_id)),
+                it.delete(self._followers, ai.archive_key(follower_id, outward, followee_id)),
+            )
+        ]
+        await transact_write(self._dynamo, elements)
 
     async def hand_over(self, user_id: int, gen: int, found: Archived) -> bool:
         """Move an archived item to the other account, which is away itself: it comes back with the
@@ -473,8 +474,14 @@ class DynamoAccounts:
         return await transact_write(self._dynamo, elements) is None
 
     async def drop_owned(self, user_id: int, gen: int, sort_keys: Sequence[str]) -> bool:
-        """Delete some of a deleted account's own items (blocks, mutes, settings) by sort key."""
+        """Delete some of a deleted account's own items (blocks, mutes, settings) by sort key, a
+        block's or mute's reverse item in the other account's partition with it (at most 49)."""
         elements = [it.delete(self._followers, {"pk": {"N": str(user_id)}, "sk": {"S": sk}}) for sk in sort_keys]
+        for sk in sort_keys:
+            for member, reverse in ((it.BLOCK, it.BLOCKED_BY), (it.MUTE, it.MUTED_BY)):
+                if sk.startswith(member):
+                    other = int(sk[len(member) :])
+                    elements.append(it.delete(self._followers, it.key(reverse, other, user_id)))
         elements.append(ai.check_state(self._followers, user_id, gen, Lifecycle.DELETING))
         return await transact_write(self._dynamo, elements) is None
 

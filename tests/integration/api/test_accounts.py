@@ -159,6 +159,11 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
         status = await DynamoAccounts(dynamo, TableNames(settings.table_prefix)).status(U)
         assert status.state.deleted
         assert await partition_items(dynamo, settings.table("following"), U) == {}  # no O, no mirror
+        for other in (B, C, E, A):  # the reverses of U's own block and mute, and of others' of U
+            left_about_u = [
+                sk for sk in await partition_items(dynamo, settings.table("followers"), other) if str(U) in sk
+            ]
+            assert left_about_u == [], other
         counters = await dynamo.call(
             "get_item", TableName=settings.table("users"), Key={"user_id": {"N": str(U)}}, ConsistentRead=True
         )
@@ -280,3 +285,17 @@ async def test_a_deletion_leaves_no_cached_block_or_mute_of_the_account(stub: St
     await settled(stub, U, pb.ACCOUNT_STATE_DELETED)
     for other in (E, A, B, C):
         assert await relationships(stub, other, [U]) == [(U, frozenset())], other
+
+
+async def test_a_block_while_an_account_is_away_ends_its_archived_follows_even_once_lifted(stub: Stub) -> None:
+    """SPEC §3b: an edge whose other side blocked the account meanwhile is not restored, also when
+    the block is lifted before the account comes back."""
+    await seed(stub)
+    await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
+    await block(stub, A, U)
+    await stub.Unblock(pb.UnblockRequest(blocker_id=A, blocked_id=U))
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
+    await settled(stub, U, pb.ACCOUNT_STATE_ACTIVE)
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWERS, U)] == [C, B]
+    assert [u for u, _ in await whole_list(stub, Direction.FOLLOWING, U)] == [D]

@@ -180,8 +180,7 @@ class Model:
             return SELF_RELATION
         self.blocks.add((a, b))
         for pair in ((a, b), (b, a)):
-            self.edges.pop(pair, None)
-            self.requests.pop(pair, None)
+            self.remove(*pair, edge=True)  # archived ones too, while either is out of the graph
         return OK
 
     def unblock(self, a: int, b: int) -> Outcome:

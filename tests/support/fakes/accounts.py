@@ -35,11 +35,12 @@ class FakeAccounts:
         )
         return True
 
-    async def forget_archived(self, follower_id: int, followee_id: int, *, request: bool) -> None:
-        sides = (Side.REQUESTER, Side.REQUESTED) if request else (Side.FOLLOWER, Side.FOLLOWING)
-        for owner, side, other in ((followee_id, sides[0], follower_id), (follower_id, sides[1], followee_id)):
-            held = self.archived.get(owner, set())
-            self.archived[owner] = {a for a in held if (a[0], a[1]) != (side, other)}
+    async def forget_archived(self, follower_id: int, followee_id: int, *, edge: bool = True) -> None:
+        sides = [(Side.REQUESTER, Side.REQUESTED)] + ([(Side.FOLLOWER, Side.FOLLOWING)] if edge else [])
+        for inward, outward in sides:
+            for owner, side, other in ((followee_id, inward, follower_id), (follower_id, outward, followee_id)):
+                held = self.archived.get(owner, set())
+                self.archived[owner] = {a for a in held if (a[0], a[1]) != (side, other)}
 
     async def settle_late(self, user_id: int, side: Side, edge: Edge) -> bool:
         status = await self.status(user_id)

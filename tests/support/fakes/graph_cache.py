@@ -206,8 +206,6 @@ class FakeGraphCache:
             cached = self.lists.get(key)
             if cached is None:
                 continue
-            if not following:
-                cached.discard(edge)
-            elif edge not in cached:
+            if (edge in cached) != following:  # disagrees with the record: dropped, not edited
                 del self.lists[key]
         return True
