@@ -25,6 +25,7 @@ import structlog
 from account_jobs.job import AccountJob, JobReport
 from graph_service.domain.account_ports import JobRegistry
 from graph_service.domain.accounts import JobEntry, Lifecycle
+from graph_service.domain.times import now_us
 from graph_service.telemetry.account_jobs import AccountJobMetrics
 
 __all__ = ["JobWorker"]
@@ -37,7 +38,7 @@ so jobs that keep failing neither spin nor keep the others from their turn."""
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return now_us() // 1000
 
 
 class JobWorker:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from graph_service.domain.models import Edge
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, transact_write
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, TableNames
@@ -69,7 +70,7 @@ class Backfill:
             return None
         owner, other = int(found["pk"]["N"]), int(found["other"]["N"])
         if sk.startswith(it.REQUEST) and not sk.startswith(it.REQUEST_ORDER):
-            mirror = {**it.key(it.REQUEST, other, owner), "other": {"N": str(owner)}, "at": found["at"]}
+            mirror = it.item(it.key(it.REQUEST, other, owner), Edge(owner, int(found["at"]["N"])))
             return "mirrors", it.put(self._following, mirror, only_new=True)
         if sk.startswith(it.BLOCK):
             return "reverses", it.put(self._followers, it.reverse_item(it.BLOCKED_BY, other, owner), only_new=True)

@@ -10,12 +10,12 @@ on the first items left: resuming after a crash is running again.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 
 from graph_service.domain.accounts import AccountStatus, Archived, JobEntry, Lifecycle, Moved, Restored, Side
 from graph_service.domain.errors import Unavailable
 from graph_service.domain.models import Counts, Edge
+from graph_service.domain.times import now_us
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.operations import Item, batch_get_all, conditional, query_all, transact_write
 from graph_service.dynamodb.tables import FOLLOWERS, FOLLOWING, USERS, TableNames
@@ -24,10 +24,6 @@ from graph_service.store import items as it
 from graph_service.store.graph_store import load_counts
 
 __all__ = ["BATCH_ITEMS", "DynamoAccounts"]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 CONDITION_FAILED = "ConditionalCheckFailed"
@@ -149,55 +145,39 @@ class DynamoAccounts:
             for i in await query_all(self._dynamo, query)
         ]
 
-    async def lease(self, user_id: int, gen: int, owner: str, now_ms: int, until_ms: int) -> bool:
-        """Take (or renew) the job's lease: only if it is still ``gen``'s and free, expired or ``owner``'s."""
+    async def _update_job(self, user_id: int, gen: int, update: str, condition: str, values: Item) -> bool:
+        """One conditional update of the job's registry item, only while it is still ``gen``'s."""
+        names = {"#owner": "owner", "#until": "until", "#gen": "gen", "#tries": "tries"}
         return await conditional(
             self._dynamo,
             "update_item",
             TableName=self._followers,
             Key=ai.job_key(user_id),
-            UpdateExpression="SET #owner = :me, #until = :until",
-            ConditionExpression="#gen = :gen AND (#owner = :me OR #until < :now)",
-            ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen"},
-            ExpressionAttributeValues={
-                ":me": {"S": owner},
-                ":until": {"N": str(until_ms)},
-                ":gen": {"N": str(gen)},
-                ":now": {"N": str(now_ms)},
-            },
+            UpdateExpression=update,
+            ConditionExpression=f"#gen = :gen AND ({condition})",
+            ExpressionAttributeNames={n: v for n, v in names.items() if n in update or n in condition or n == "#gen"},
+            ExpressionAttributeValues={**values, ":gen": {"N": str(gen)}},
+        )
+
+    async def lease(self, user_id: int, gen: int, owner: str, now_ms: int, until_ms: int) -> bool:
+        """Take (or renew) the job's lease: only if it is still ``gen``'s and free, expired or ``owner``'s."""
+        values = {":me": {"S": owner}, ":until": {"N": str(until_ms)}, ":now": {"N": str(now_ms)}}
+        return await self._update_job(
+            user_id, gen, "SET #owner = :me, #until = :until", "#owner = :me OR #until < :now", values
         )
 
     async def release(self, user_id: int, gen: int, owner: str) -> None:
         """Give the lease back early (a worker stopping), if it still holds it."""
-        await conditional(
-            self._dynamo,
-            "update_item",
-            TableName=self._followers,
-            Key=ai.job_key(user_id),
-            UpdateExpression="SET #until = :zero",
-            ConditionExpression="#gen = :gen AND #owner = :me",
-            ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen"},
-            ExpressionAttributeValues={":me": {"S": owner}, ":zero": {"N": "0"}, ":gen": {"N": str(gen)}},
-        )
+        values = {":me": {"S": owner}, ":zero": {"N": "0"}}
+        await self._update_job(user_id, gen, "SET #until = :zero", "#owner = :me", values)
 
     async def defer(self, user_id: int, gen: int, owner: str, delay_ms: int) -> None:
         """A failed job (``owner`` held it) waits ``delay_ms`` before any process takes it again;
         its ``tries`` count one more."""
-        await conditional(
-            self._dynamo,
-            "update_item",
-            TableName=self._followers,
-            Key=ai.job_key(user_id),
-            UpdateExpression="SET #owner = :none, #until = :until ADD #tries :one",
-            ConditionExpression="#gen = :gen AND #owner = :me",
-            ExpressionAttributeNames={"#owner": "owner", "#until": "until", "#gen": "gen", "#tries": "tries"},
-            ExpressionAttributeValues={
-                ":none": {"S": ""},
-                ":until": {"N": str(_now_ms() + delay_ms)},
-                ":one": {"N": "1"},
-                ":gen": {"N": str(gen)},
-                ":me": {"S": owner},
-            },
+        until = now_us() // 1000 + delay_ms
+        values = {":me": {"S": owner}, ":none": {"S": ""}, ":until": {"N": str(until)}, ":one": {"N": "1"}}
+        await self._update_job(
+            user_id, gen, "SET #owner = :none, #until = :until ADD #tries :one", "#owner = :me", values
         )
 
     async def drop_job(self, user_id: int, gen: int) -> None:
