@@ -332,7 +332,7 @@ def test_wait_gives_up_at_its_timeout_naming_the_last_state(
         graph.wait_for_account(7, timeout=35, poll_interval=2.0, progress=seen.append)
     assert seen == [AccountStatus(S.DEACTIVATING, 3, 10)] * 2
     assert pauses == [2.0]  # the second pause found the deadline passed
-    assert gave_up.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert gave_up.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
     assert str(gave_up.value) == (
         "DEADLINE_EXCEEDED: wait_for_account(7) gave up after 35 s: still DEACTIVATING (3 of 10 edges done)"
     )

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 import pytest
-from socialgraph_client import Cancelled, Deadlines, RetryPolicy, SocialGraphError
+from socialgraph_client import USE_CLIENT_DEFAULT, Cancelled, Deadlines, RetryPolicy, SocialGraphError
 from socialgraph_client.calls import Lifecycle, Planner
 from socialgraph_client.channel import plan_channel
 from socialgraph_client.rpcs import FOLLOW, IS_FOLLOWING, SUGGEST_FOLLOWS, Rpc
+from socialgraph_client.tokens import BearerToken
 
 DEADLINES = Deadlines(read=1.0, write=2.0, heavy=3.0)
 POLICY = RetryPolicy(max_attempts=6, initial_backoff=0.1, max_backoff=0.4, multiplier=2.0)
@@ -122,6 +124,7 @@ def test_retries_off() -> None:
         lambda: RetryPolicy(initial_backoff=0),
         lambda: RetryPolicy(initial_backoff=3, max_backoff=1),
         lambda: RetryPolicy(multiplier=0.5),
+        lambda: RetryPolicy(attempt_timeout=0),
         lambda: Deadlines(read=0),
         lambda: Deadlines(write=-1),
     ],
@@ -198,3 +201,119 @@ def test_a_closed_client_or_a_forked_process_is_refused_clearly() -> None:
     lifecycle.closed = True
     with pytest.raises(Cancelled, match="closed"):
         lifecycle.check()
+
+
+def test_an_attempt_gets_its_own_timeout_when_shorter_than_the_time_left() -> None:
+    policy = RetryPolicy(attempt_timeout=0.5)
+    plan = planner(policy).plan(FOLLOW, 2.0, None)
+    assert plan.timeout() == 0.5
+    short = planner(policy).plan(FOLLOW, 0.2, None)
+    assert short.timeout() == pytest.approx(0.2, abs=0.05)  # the deadline is nearer: the time left
+    endless = planner(policy, Deadlines(write=None)).plan(FOLLOW, None, None)
+    assert endless.timeout() == 0.5
+
+
+def test_an_attempt_that_ran_out_of_its_own_timeout_is_retried_and_one_that_ran_out_of_the_calls_is_not() -> None:
+    """``DEADLINE_EXCEEDED`` after an attempt's own timeout (a hung replica) is retried with backoff;
+    after the call's deadline (the attempt had all the time left) it is raised."""
+    plan = planner(RetryPolicy(attempt_timeout=0.5)).plan(FOLLOW, 60, None)
+    plan.timeout()
+    wait = plan.wait_before_retry(failure(grpc.StatusCode.DEADLINE_EXCEEDED))
+    assert wait is not None
+    assert 0.025 <= wait <= 0.05
+    last = planner(RetryPolicy(attempt_timeout=5.0)).plan(FOLLOW, 0.3, None)
+    last.timeout()  # 0.3 s left: the attempt gets the time left, not its 5 s
+    assert last.wait_before_retry(failure(grpc.StatusCode.DEADLINE_EXCEEDED)) is None
+    without = planner(RetryPolicy()).plan(FOLLOW, 60, None)
+    without.timeout()
+    assert without.wait_before_retry(failure(grpc.StatusCode.DEADLINE_EXCEEDED)) is None
+
+
+def test_a_calls_retry_replaces_the_clients_policy() -> None:
+    client = planner(POLICY)
+    assert client.plan(FOLLOW, None, None).retry is POLICY
+    assert client.plan(FOLLOW, None, None, USE_CLIENT_DEFAULT).retry is POLICY
+    assert client.plan(FOLLOW, None, None, None).retry is None
+    own = RetryPolicy(max_attempts=2)
+    assert planner(None).plan(FOLLOW, None, None, own).retry is own
+    with pytest.raises(ValueError, match="retry must be a RetryPolicy"):
+        client.plan(FOLLOW, None, None, 3)  # type: ignore[arg-type]  # refused on purpose
+    assert pickle.loads(pickle.dumps(USE_CLIENT_DEFAULT)) is USE_CLIENT_DEFAULT  # noqa: S301 - our own bytes
+
+
+def test_a_token_function_is_called_for_each_call_and_carried_by_transport() -> None:
+    """Plaintext: ``authorization`` metadata, replacing the client's own; TLS: call credentials (made
+    once per token value). A call's own ``authorization`` wins, and the function is then not called."""
+    tokens = iter(["one", "two", "two"])
+    called: list[str] = []
+
+    def current() -> str:
+        called.append(next(tokens))
+        return called[-1]
+
+    plain = Planner(DEADLINES, POLICY, (("authorization", "Bearer static"),), token=BearerToken(current, secure=False))
+    first, second = plain.plan(FOLLOW, None, None), plain.plan(FOLLOW, None, None)
+    assert [value for key, value in first.metadata if key == "authorization"] == ["Bearer one"]
+    assert [value for key, value in second.metadata if key == "authorization"] == ["Bearer two"]
+    assert first.credentials is None
+    own = plain.plan(FOLLOW, None, {"authorization": "Bearer own"})
+    assert [value for key, value in own.metadata if key == "authorization"] == ["Bearer own"]
+    assert called == ["one", "two"]
+    secure = Planner(DEADLINES, POLICY, (), token=BearerToken(lambda: "same", secure=True))
+    a, b = secure.plan(FOLLOW, None, None), secure.plan(FOLLOW, None, None)
+    assert not any(key == "authorization" for key, _ in a.metadata)
+    assert a.credentials is not None
+    assert a.credentials is b.credentials
+
+
+@pytest.mark.parametrize(
+    ("token", "message"), [("", "token is empty"), ("s3cr3t\nvalue", "printable ASCII"), (5, "str")]
+)
+def test_a_bad_token_is_refused_without_showing_it(token: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as refused:
+        plan_channel("h:1", token=token, tls=None, credentials=None, metadata=None, options=())
+    assert "s3cr3t" not in str(refused.value)
+    provided = Planner(DEADLINES, POLICY, (), token=BearerToken(lambda: token, secure=False))
+    with pytest.raises(ValueError, match="token function's result"):
+        provided.plan(FOLLOW, None, None)
+
+
+def test_the_trace_context_comes_after_the_calls_metadata_and_never_replaces_it() -> None:
+    def propagate(carrier: dict[str, str]) -> None:
+        carrier.update({"traceparent": "00-ab-cd-01", "Baggage": "k=v"})
+
+    traced = Planner(DEADLINES, POLICY, (), tracing=propagate)
+    plan = traced.plan(FOLLOW, None, {"x-tenant": "feed"})
+    assert [key for key, _ in plan.metadata] == ["x-tenant", "traceparent", "baggage", "x-request-id"]
+    own = traced.plan(FOLLOW, None, {"traceparent": "00-mine-01-01"})
+    assert [value for key, value in own.metadata if key == "traceparent"] == ["00-mine-01-01"]
+    quiet = Planner(DEADLINES, POLICY, (), tracing=lambda carrier: None)
+    assert [key for key, _ in quiet.plan(FOLLOW, None, None).metadata] == ["x-request-id"]
+
+
+def test_channel_defaults_keep_a_long_lived_connection_checked_and_options_override_them() -> None:
+    """A ping every 30 s, idle or not, answered within 10 s (else the connection is closed); the
+    caller's ``options=`` win."""
+    plan = plan_channel("h:1", token=None, tls=None, credentials=None, metadata=None, options=())
+    options = dict(plan.options)
+    assert options["grpc.keepalive_time_ms"] == 30_000
+    assert options["grpc.keepalive_timeout_ms"] == options["grpc.http2.ping_timeout_ms"] == 10_000
+    assert options["grpc.keepalive_permit_without_calls"] == 1
+    assert options["grpc.http2.max_pings_without_data"] == 0
+    given = plan_channel(
+        "h:1", token=None, tls=None, credentials=None, metadata=None, options=[("grpc.keepalive_time_ms", 60_000)]
+    )
+    assert dict(given.options)["grpc.keepalive_time_ms"] == 60_000
+
+
+def test_the_service_accepts_the_clients_keepalive_pings() -> None:
+    """The server lets a client ping idle connections at least as often as this client does, so it
+    never ends them with GOAWAY ``too_many_pings``."""
+    from graph_service.api.server import KEEPALIVE
+
+    server, client = (
+        dict(KEEPALIVE),
+        dict(plan_channel("h:1", token=None, tls=None, credentials=None, metadata=None, options=()).options),
+    )
+    assert server["grpc.keepalive_permit_without_calls"] == client["grpc.keepalive_permit_without_calls"] == 1
+    assert server["grpc.http2.min_ping_interval_without_data_ms"] < client["grpc.keepalive_time_ms"]

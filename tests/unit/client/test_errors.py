@@ -86,7 +86,7 @@ def test_each_code_raises_its_family(code: grpc.StatusCode, family: type[SocialG
     error = error_from_rpc(Failed(code, "went wrong"), "req-1")
     assert type(error) is family
     assert isinstance(error, SocialGraphError)
-    assert (error.code, error.message, error.reason, error.request_id) == (code, "went wrong", "", "req-1")
+    assert (error.code(), error.message, error.reason, error.request_id) == (code, "went wrong", "", "req-1")
 
 
 def test_every_code_but_ok_has_a_family() -> None:
@@ -187,7 +187,7 @@ def test_an_account_reason_raises_its_own_class_within_failed_precondition(
     error = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, reason), "r-1")
     assert type(error) is kind
     assert isinstance(error, FailedPrecondition)
-    assert (error.code, error.reason, error.metadata, error.request_id) == (
+    assert (error.code(), error.reason, error.metadata, error.request_id) == (
         grpc.StatusCode.FAILED_PRECONDITION, reason, {"user_id": "7"}, "r-1",
     )  # fmt: skip
     assert f"FAILED_PRECONDITION {reason.value}: account 7 is not active" in str(error)
@@ -228,3 +228,41 @@ def test_an_account_reason_of_another_domain_is_a_plain_failed_precondition() ->
     error = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, "ACCOUNT_DELETED", "proxy.x"), "r")
     assert type(error) is FailedPrecondition
     assert error.reason == ""
+
+
+def test_every_error_is_a_grpc_rpc_error_with_its_methods() -> None:
+    """Code written for gRPC's own errors (``except grpc.RpcError``, ``code()``, ``details()``,
+    ``trailing_metadata()``) handles the client's errors unchanged."""
+    status = to_grpc_status(Blocked(1, 2))
+    failed = Failed(status.code, status.details, status.trailing_metadata, initial=(("x-request-id", "s-1"),))
+    error = error_from_rpc(failed, "r-1")
+    with pytest.raises(grpc.RpcError) as caught:
+        raise error
+    assert caught.value is error
+    assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert error.details() == status.details == error.message
+    assert error.trailing_metadata() == tuple(status.trailing_metadata)
+    assert error.initial_metadata() == (("x-request-id", "s-1"),)
+    own = Unavailable(grpc.StatusCode.UNAVAILABLE, "no server")
+    assert (own.code(), own.details(), own.trailing_metadata()) == (grpc.StatusCode.UNAVAILABLE, "no server", ())
+
+
+def test_code_read_as_a_value_still_stands_for_the_status_code() -> None:
+    """``error.code == grpc.StatusCode.X``, ``error.code.name`` and lookups by it work as before ``code()``."""
+    error = error_from_rpc(Failed(grpc.StatusCode.NOT_FOUND, "gone"), "r")
+    assert error.code == grpc.StatusCode.NOT_FOUND
+    assert error.code != grpc.StatusCode.INTERNAL
+    assert error.code in (grpc.StatusCode.NOT_FOUND,)
+    assert error.code.name == "NOT_FOUND"
+    assert {grpc.StatusCode.NOT_FOUND: "found"}[error.code] == "found"  # type: ignore[index]  # as older code does
+    assert repr(error.code) == repr(grpc.StatusCode.NOT_FOUND)
+
+
+def test_a_known_reason_is_its_reason_member_and_an_unknown_one_the_plain_string() -> None:
+    known = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, "BLOCKED"), "r")
+    assert known.reason is Reason.BLOCKED
+    assert pickle.loads(pickle.dumps(known)).reason is Reason.BLOCKED  # noqa: S301 - our own bytes
+    newer = error_from_rpc(with_error_info(grpc.StatusCode.FAILED_PRECONDITION, "SOME_NEW_REASON"), "r")
+    assert type(newer.reason) is str
+    assert newer.reason == "SOME_NEW_REASON"
+    assert error_from_rpc(Failed(grpc.StatusCode.INTERNAL), "r").reason == ""

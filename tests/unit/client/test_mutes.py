@@ -24,7 +24,9 @@ class Recorder:
         self.replies = list(replies)
         self.calls: list[tuple[Rpc[Any, Any], Any, float | None, Any]] = []
 
-    def call(self, rpc: Rpc[Any, Any], request: Message, timeout: float | None, metadata: Any) -> Message:
+    def call(
+        self, rpc: Rpc[Any, Any], request: Message, timeout: float | None, metadata: Any, retry: Any = None
+    ) -> Message:
         self.calls.append((rpc, request, timeout, metadata))
         return self.replies.pop(0) if self.replies else rpc.response()
 
@@ -35,8 +37,15 @@ class AsyncRecorder:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
-    async def call(self, rpc: Rpc[Any, Any], request: Message, timeout: float | None, metadata: Any) -> Message:  # noqa: ASYNC109 - AsyncTransport.call's signature
-        return self.recorder.call(rpc, request, timeout, metadata)
+    async def call(
+        self,
+        rpc: Rpc[Any, Any],
+        request: Message,
+        timeout: float | None,  # noqa: ASYNC109 - AsyncTransport.call's signature
+        metadata: Any,
+        retry: Any = None,
+    ) -> Message:
+        return self.recorder.call(rpc, request, timeout, metadata, retry)
 
 
 def sync_client(*replies: Message) -> tuple[SocialGraphClient, Recorder]:

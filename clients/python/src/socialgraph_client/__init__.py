@@ -1,7 +1,7 @@
 """The Python client of socialgraph.v1: ``SocialGraphClient`` (blocking) and ``AsyncSocialGraphClient`` (asyncio).
 
 Both have the same methods, built on one description of the RPCs (``rpcs.py``); see the package's
-README for every method, the errors, retries, deadlines and paging.
+README for every method, the errors, retries, deadlines, paging, interceptors and tracing.
 """
 
 from socialgraph_client._version import API_FINGERPRINT, API_PACKAGE, __version__
@@ -25,10 +25,12 @@ from socialgraph_client.errors import (
     Unavailable,
     Unimplemented,
 )
-from socialgraph_client.options import Deadlines, Metadata, RetryPolicy
+from socialgraph_client.options import USE_CLIENT_DEFAULT, Deadlines, Metadata, RetryPolicy, UseClientDefault
 from socialgraph_client.reasons import DOMAIN, Reason
 from socialgraph_client.sync import SocialGraphClient
 from socialgraph_client.tls import TlsConfig
+from socialgraph_client.tokens import Token
+from socialgraph_client.tracing import Propagator, otel_context
 from socialgraph_client.values import (
     AccountState,
     AccountStatus,
@@ -46,6 +48,7 @@ __all__ = [
     "API_FINGERPRINT",
     "API_PACKAGE",
     "DOMAIN",
+    "USE_CLIENT_DEFAULT",
     "Aborted",
     "AccountDeactivatedError",
     "AccountDeletedError",
@@ -69,6 +72,7 @@ __all__ = [
     "Page",
     "PendingRequest",
     "PermissionDenied",
+    "Propagator",
     "Reason",
     "Relationship",
     "ResourceExhausted",
@@ -77,8 +81,11 @@ __all__ = [
     "SocialGraphError",
     "Suggestion",
     "TlsConfig",
+    "Token",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "UseClientDefault",
     "__version__",
+    "otel_context",
 ]

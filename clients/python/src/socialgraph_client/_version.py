@@ -7,7 +7,7 @@ file to the protos through ``API_FINGERPRINT``); a fix to the client alone raise
 
 __all__ = ["API_FINGERPRINT", "API_PACKAGE", "__version__"]
 
-__version__ = "1.2.0"
+__version__ = "1.3.0"
 API_PACKAGE = "socialgraph.v1"
 """The proto package this client speaks; its version number is the client's major version."""
 API_FINGERPRINT = "cef321f5da606096"

@@ -1,61 +1,83 @@
-"""The asyncio transport: a ``grpc.aio`` channel, the retry loop, the page walker, and the pause
-between polls."""
+"""The asyncio transport: a ``grpc.aio`` channel (with the caller's interceptors), the wait for a
+first ready server, the retry loop, the page walker, and the pause between polls."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
-from socialgraph_client.calls import Lifecycle, Planner
+from socialgraph_client.calls import CallPlan, Lifecycle, Planner, Retry
 from socialgraph_client.channel import ChannelPlan, bind, not_ready
 from socialgraph_client.errors import ConnectError, SocialGraphError, error_from_rpc
-from socialgraph_client.options import Metadata
+from socialgraph_client.options import USE_CLIENT_DEFAULT, Metadata
 from socialgraph_client.rpcs import Rpc
 from socialgraph_client.values import Page
 
-__all__ = ["AsyncTransport", "sleep", "walk_pages"]
+__all__ = ["AsyncTransport", "Interceptor", "sleep", "walk_pages"]
 
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=Message)
 T = TypeVar("T")
 
+Interceptor: TypeAlias = (
+    "grpc.aio.UnaryUnaryClientInterceptor[Any, Any] | grpc.aio.UnaryStreamClientInterceptor[Any, Any]"
+    " | grpc.aio.StreamUnaryClientInterceptor[Any, Any] | grpc.aio.StreamStreamClientInterceptor[Any, Any]"
+)
+"""A ``grpc.aio`` client interceptor (the client's calls are unary: ``UnaryUnaryClientInterceptor``)."""
+
 
 class AsyncTransport:
-    def __init__(self, channel: grpc.aio.Channel, planner: Planner) -> None:
+    def __init__(self, channel: grpc.aio.Channel, planner: Planner, plan: ChannelPlan, *, ready: bool) -> None:
         self._channel = channel
         self._planner = planner
+        self._plan = plan
+        self._ready = ready
+        """A server has been ready once; until then each call first waits for one (lazy connect)."""
         self._methods: dict[str, Any] = {}
         self._lifecycle = Lifecycle()
 
     @classmethod
-    async def open(cls, plan: ChannelPlan, planner: Planner, connect_timeout: float) -> AsyncTransport:
-        """A channel to ``plan.target``, ready (connected, TLS done) within ``connect_timeout`` seconds."""
+    async def open(
+        cls, plan: ChannelPlan, planner: Planner, connect_timeout: float | None, interceptors: Sequence[Interceptor]
+    ) -> AsyncTransport:
+        """A channel to ``plan.target`` through ``interceptors`` (the first given is the outermost).
+        ``connect_timeout`` None: at once, the first call connects; else ready (connected, TLS done)
+        within that many seconds, or ``ConnectError``."""
+        given: Any = list(interceptors) or None
         if plan.credentials is None:
-            channel = grpc.aio.insecure_channel(plan.target, options=plan.options)
+            channel = grpc.aio.insecure_channel(plan.target, options=plan.options, interceptors=given)
         else:
-            channel = grpc.aio.secure_channel(plan.target, plan.credentials, options=plan.options)
+            channel = grpc.aio.secure_channel(plan.target, plan.credentials, options=plan.options, interceptors=given)
         try:
-            await asyncio.wait_for(channel.channel_ready(), connect_timeout)
-        except TimeoutError:
-            state = channel.get_state().name
-            await channel.close(None)
-            raise ConnectError(grpc.StatusCode.UNAVAILABLE, not_ready(plan, connect_timeout, state)) from None
+            if connect_timeout is not None:
+                await _wait_ready(channel, plan, connect_timeout)
         except BaseException:
             await channel.close(None)
             raise
-        return cls(channel, planner)
+        return cls(channel, planner, plan, ready=connect_timeout is not None)
 
-    async def call(self, rpc: Rpc[Req, Rep], request: Req, timeout: float | None, metadata: Metadata | None) -> Rep:
+    async def call(
+        self,
+        rpc: Rpc[Req, Rep],
+        request: Req,
+        timeout: float | None,
+        metadata: Metadata | None,
+        retry: Retry = USE_CLIENT_DEFAULT,
+    ) -> Rep:
         self._lifecycle.check()
-        plan = self._planner.plan(rpc, timeout, metadata)
+        plan = self._planner.plan(rpc, timeout, metadata, retry)
         method = self._method(rpc)
+        if not self._ready:
+            await self._first_ready(plan)
         while True:
             try:
-                reply: Rep = await method(request, timeout=plan.timeout(), metadata=plan.metadata)
+                reply: Rep = await method(
+                    request, timeout=plan.timeout(), metadata=plan.metadata, credentials=plan.credentials
+                )
                 return reply
             except grpc.aio.AioRpcError as failure:
                 error: SocialGraphError = error_from_rpc(failure, plan.request_id, plan.attempts)
@@ -64,6 +86,17 @@ class AsyncTransport:
             if wait is None:
                 raise plan.final(error) from cause
             await asyncio.sleep(wait)
+
+    async def _first_ready(self, plan: CallPlan) -> None:
+        """Wait, within the call's deadline, for the channel to reach a server for the first time; past
+        it, ``ConnectError`` (nothing was sent). Later calls go at once, and a server lost later is
+        the retry loop's (``UNAVAILABLE``)."""
+        try:
+            await _wait_ready(self._channel, self._plan, plan.left(), plan.request_id)
+        except Exception:
+            self._lifecycle.check()  # closed meanwhile (gRPC's UsageError): that is the news
+            raise
+        self._ready = True
 
     def _method(self, rpc: Rpc[Any, Any]) -> Any:
         method = self._methods.get(rpc.path)
@@ -74,6 +107,18 @@ class AsyncTransport:
     async def close(self) -> None:
         self._lifecycle.closed = True
         await self._channel.close(None)
+
+
+async def _wait_ready(
+    channel: grpc.aio.Channel, plan: ChannelPlan, seconds: float | None, request_id: str = ""
+) -> None:
+    """Until ``channel`` is ready (connected, TLS done), at most ``seconds`` (None: no limit), else
+    ``ConnectError``."""
+    try:
+        await asyncio.wait_for(channel.channel_ready(), seconds)
+    except TimeoutError:
+        waited = not_ready(plan, round(seconds or 0.0, 3), channel.get_state().name)
+        raise ConnectError(grpc.StatusCode.UNAVAILABLE, waited, request_id=request_id, attempts=0) from None
 
 
 async def walk_pages(fetch: Callable[[str], Awaitable[Page[T]]], page_token: str) -> AsyncIterator[T]:

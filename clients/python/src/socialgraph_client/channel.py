@@ -1,4 +1,5 @@
-"""How a client's channel is opened: credentials, channel options and the metadata every call carries."""
+"""How a client's channel is opened: credentials, channel options (keepalive among them), and the
+metadata and token every call carries."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from socialgraph_client.errors import REQUEST_ID_KEY
 from socialgraph_client.options import Metadata, normalize_metadata
 from socialgraph_client.rpcs import Rpc
 from socialgraph_client.tls import TlsConfig
+from socialgraph_client.tokens import BearerToken, Token
 
 __all__ = ["ChannelPlan", "bind", "not_ready", "plan_channel"]
 
@@ -24,6 +26,17 @@ DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    # A long-lived channel sits idle between bursts; a connection that died meanwhile without a word
+    # (a replica's host gone, a NAT or load balancer that dropped it, a replica stopped) would take
+    # the next call with it until its deadline. A ping every 30 s, idle or not, unanswered within
+    # 10 s, closes it and the channel reconnects. The server must accept pings this often without
+    # calls (its grpc.keepalive_permit_without_calls and grpc.http2.min_ping_interval_without_data_ms),
+    # or it answers GOAWAY too_many_pings.
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.ping_timeout_ms", 10_000),  # what times a keepalive ping out in newer gRPC (default 60 s)
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),  # else an idle channel stops pinging after two
 )
 
 
@@ -34,20 +47,22 @@ class ChannelPlan:
     """None: plaintext."""
     options: list[tuple[str, Any]]
     metadata: tuple[tuple[str, str], ...]
-    """Sent with every call (the client's metadata, and the token over plaintext)."""
+    """Sent with every call (the client's metadata)."""
+    token: BearerToken | None
+    """The caller's token, read for each call."""
 
 
 def plan_channel(
     target: str,
     *,
-    token: str | None,
+    token: Token | None,
     tls: TlsConfig | None,
     credentials: grpc.ChannelCredentials | None,
     metadata: Metadata | None,
     options: Sequence[tuple[str, Any]],
 ) -> ChannelPlan:
-    """Over TLS the bearer token travels as call credentials, which gRPC sends only over a secure
-    channel; over plaintext (the local stack, a trusted network) it is ``authorization`` metadata."""
+    """The channel's settings, each checked now (a bad one is a ``ValueError`` here rather than a
+    failure of every call); see ``BearerToken`` for how the token travels."""
     if tls is not None and credentials is not None:
         raise ValueError("give tls or credentials, not both")
     merged = dict(DEFAULT_OPTIONS)
@@ -59,14 +74,8 @@ def plan_channel(
     pairs = normalize_metadata(metadata)
     if any(key == REQUEST_ID_KEY for key, _ in pairs):
         raise ValueError(f"{REQUEST_ID_KEY} names one call: give it as a call's metadata, not the client's")
-    if token is not None:
-        if not token:
-            raise ValueError("token is empty")
-        if credentials is None:
-            pairs = (*pairs, ("authorization", f"Bearer {token}"))
-        else:
-            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
-    return ChannelPlan(target, credentials, list(merged.items()), pairs)
+    bearer = None if token is None else BearerToken(token, secure=credentials is not None)
+    return ChannelPlan(target, credentials, list(merged.items()), pairs, bearer)
 
 
 def bind(channel: Any, rpc: Rpc[Any, Any]) -> Any:

@@ -1,10 +1,13 @@
 """Typed errors: one class per family of canonical status codes, all under ``SocialGraphError``.
 
-Catch the family (``except NotFound``), read the stable ``reason`` (compare with ``Reason``), log
-``request_id`` (the ID the server logged the call under). The status details are read from the
-``grpc-status-details-bin`` trailer: ``google.rpc.ErrorInfo`` gives ``reason`` and ``metadata``,
-``google.rpc.RetryInfo`` gives ``retry_after``. A few reasons a caller must tell apart have a class
-of their own within their family (``AccountDeactivatedError`` is a ``FailedPrecondition``).
+Catch the family (``except NotFound``), read the stable ``reason`` (``Reason.BLOCKED``, or a plain
+``str`` for a reason this client does not know), log ``request_id`` (the ID the server logged the
+call under). The status details are read from the ``grpc-status-details-bin`` trailer:
+``google.rpc.ErrorInfo`` gives ``reason`` and ``metadata``, ``google.rpc.RetryInfo`` gives
+``retry_after``. A few reasons a caller must tell apart have a class of their own within their
+family (``AccountDeactivatedError`` is a ``FailedPrecondition``). Every error is also a
+``grpc.RpcError`` with ``code()``, ``details()`` and ``trailing_metadata()``, so code written for
+gRPC's own errors (``except grpc.RpcError``) handles them unchanged.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "SocialGraphError",
+    "StatusCodeView",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
@@ -42,9 +46,40 @@ __all__ = [
 DETAILS_KEY = "grpc-status-details-bin"
 REQUEST_ID_KEY = "x-request-id"
 
+MetadataPairs = tuple[tuple[str, str | bytes], ...]
 
-class SocialGraphError(Exception):
-    """A call that failed. Every error of the client is one of these."""
+
+class StatusCodeView:
+    """``error.code``: called, the ``grpc.StatusCode`` (``error.code()``, as on ``grpc.RpcError``);
+    read as a value, it stands for that code (``error.code == grpc.StatusCode.NOT_FOUND``,
+    ``error.code.name``), as the attribute of earlier versions did. Compare with ``==``, or call it
+    for ``is``."""
+
+    __slots__ = ("_code",)
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def __call__(self) -> grpc.StatusCode:
+        return self._code
+
+    def __eq__(self, other: object) -> bool:
+        return self._code == (other._code if isinstance(other, StatusCodeView) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._code)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_code":  # not set yet (a copy being made): no recursion through this method
+            raise AttributeError(name)
+        return getattr(self._code, name)  # name, value
+
+    def __repr__(self) -> str:
+        return repr(self._code)
+
+
+class SocialGraphError(grpc.RpcError):
+    """A call that failed. Every error of the client is one of these, and a ``grpc.RpcError``."""
 
     codes: ClassVar[tuple[grpc.StatusCode, ...]] = ()
     """The status codes this class stands for (the base: any code no family claims)."""
@@ -59,15 +94,18 @@ class SocialGraphError(Exception):
         request_id: str = "",
         retry_after: float | None = None,
         attempts: int = 1,
+        trailing_metadata: MetadataPairs = (),
+        initial_metadata: MetadataPairs = (),
     ) -> None:
         head = f"{code.name} {reason}" if reason else code.name
         super().__init__(f"{head}: {message}" + (f" (request {request_id})" if request_id else ""))
-        self.code = code
-        """The canonical gRPC status code."""
+        self._code = code
         self.message = message
         """The server's message, for people; programs read ``reason``."""
-        self.reason = reason
-        """The stable ``ErrorInfo.reason`` (see ``Reason``), or "" when the status carried none."""
+        self.reason: Reason | str = _known(reason)
+        """The stable ``ErrorInfo.reason``: the ``Reason`` member when this client knows it (so
+        ``error.reason is Reason.BLOCKED`` holds), the plain string when it does not (a newer
+        server's), or "" when the status carried none. Either compares equal to its string."""
         self.metadata = metadata or {}
         """``ErrorInfo.metadata``: the values the message names (e.g. ``{"user_id": "7"}``)."""
         self.request_id = request_id
@@ -76,11 +114,40 @@ class SocialGraphError(Exception):
         self.retry_after = retry_after
         """Seconds until the call may succeed (``google.rpc.RetryInfo``); None when not said."""
         self.attempts = attempts
-        """How many times the call was sent (more than 1 when retries ran out)."""
+        """How many times the call was sent (more than 1 when retries ran; 0 when no server was
+        reached to send it to, see ``ConnectError``)."""
+        self._trailing = trailing_metadata
+        self._initial = initial_metadata
+
+    @property
+    def code(self) -> StatusCodeView:
+        """The canonical gRPC status code: ``error.code()`` (see ``StatusCodeView``)."""
+        return StatusCodeView(self._code)
+
+    def details(self) -> str:
+        """The server's message (``message``), as ``grpc.RpcError.details()`` gives it."""
+        return self.message
+
+    def trailing_metadata(self) -> MetadataPairs:  # type: ignore[override]  # grpc-stubs' _Metadatum is the same pairs
+        """The trailing metadata of the failed attempt (the status details among it); empty for an
+        error of the client's own (``ConnectError``, a closed client)."""
+        return self._trailing
+
+    def initial_metadata(self) -> MetadataPairs:
+        """The initial metadata of the failed attempt (the server's ``x-request-id`` among it)."""
+        return self._initial
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (Celery results, process pools) by the state, not by the constructor's arguments.
         return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _known(reason: str) -> Reason | str:
+    """The ``Reason`` member of a reason this client knows; any other string as it came."""
+    try:
+        return Reason(reason)
+    except ValueError:
+        return reason
 
 
 def _restore(kind: type[SocialGraphError], args: tuple[Any, ...], state: dict[str, Any]) -> SocialGraphError:
@@ -151,7 +218,9 @@ class Unavailable(SocialGraphError):
 
 
 class ConnectError(Unavailable):
-    """``connect()`` found no ready server within ``connect_timeout``."""
+    """No server was ready (connected, TLS done): at ``connect(connect_timeout=...)`` within that
+    time, or at a call of a client that has not reached one yet, within the call's deadline. Nothing
+    was sent (``attempts`` is 0)."""
 
 
 class DeadlineExceeded(SocialGraphError):
@@ -217,6 +286,8 @@ def error_from_rpc(error: grpc.RpcError, request_id: str, attempts: int = 1) -> 
         request_id=echoed[0] if echoed else request_id,
         retry_after=retry_after,
         attempts=attempts,
+        trailing_metadata=tuple(call.trailing_metadata() or ()),
+        initial_metadata=tuple(call.initial_metadata() or ()),
     )
 
 

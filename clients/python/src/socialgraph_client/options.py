@@ -1,4 +1,5 @@
-"""What a client is configured with: deadlines per kind of call, and the retry policy."""
+"""What a client is configured with: deadlines per kind of call, the retry policy, and the marker of a
+per-call option left to the client's own setting."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 from socialgraph_client.rpcs import Kind
 
-__all__ = ["Deadlines", "Metadata", "RetryPolicy", "normalize_metadata"]
+__all__ = ["USE_CLIENT_DEFAULT", "Deadlines", "Metadata", "RetryPolicy", "UseClientDefault", "normalize_metadata"]
 
 Metadata = Mapping[str, str] | Sequence[tuple[str, str]]
 """gRPC metadata: a mapping or ``(key, value)`` pairs; keys are lower case (``x-tenant``)."""
@@ -47,12 +48,13 @@ class Deadlines:
 class RetryPolicy:
     """How a failed call is sent again. Every RPC of the service is idempotent, so each may be.
 
-    Retried: ``UNAVAILABLE`` (a replica restarting, a store that did not answer), with exponential
-    backoff, each wait drawn between half and all of the current delay; and ``RESOURCE_EXHAUSTED``
-    only when the server said when (``RetryInfo``), waiting that long. Never past the call's
-    deadline nor past ``max_attempts``: a wait that would end after the deadline is not started,
-    and the last error is raised.
-    Pass ``retry=None`` to ``connect`` to turn retries off.
+    Retried: ``UNAVAILABLE`` (a replica restarting, a store that did not answer) and an attempt that
+    ran out of its own ``attempt_timeout`` (a replica that hangs), with exponential backoff, each
+    wait drawn between half and all of the current delay; and ``RESOURCE_EXHAUSTED`` only when the
+    server said when (``RetryInfo``), waiting that long. Never past the call's deadline nor past
+    ``max_attempts``: a wait that would end after the deadline is not started, and the last error
+    is raised.
+    Pass ``retry=None`` to ``connect`` (or to one call) to turn retries off.
     """
 
     max_attempts: int | None = None
@@ -67,6 +69,12 @@ class RetryPolicy:
     max_retry_info_wait: float = 10.0
     """The longest ``RetryInfo`` delay waited out; a longer one (a follow limit that lifts in an
     hour) is raised at once with ``retry_after``, deadline or not."""
+    attempt_timeout: float | None = None
+    """Seconds one attempt may take, within the call's deadline (each attempt gets the smaller of this
+    and the time left); an attempt that runs out of it is sent again, so that a replica that hangs
+    (stopped, not dead) costs this long rather than the whole deadline. It helps when the next
+    attempt can reach another server: a target of several addresses with the ``round_robin`` policy,
+    or a load balancer that spreads requests. None: an attempt may take all the time left."""
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None and self.max_attempts < 1:
@@ -77,6 +85,26 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.max_retry_info_wait must be at least 0, not {self.max_retry_info_wait}")
         if self.multiplier < 1:
             raise ValueError(f"RetryPolicy.multiplier must be at least 1, not {self.multiplier}")
+        if self.attempt_timeout is not None and not self.attempt_timeout > 0:
+            raise ValueError(
+                f"RetryPolicy.attempt_timeout must be above 0 seconds or None, not {self.attempt_timeout!r}"
+            )
+
+
+class UseClientDefault:
+    """The type of ``USE_CLIENT_DEFAULT``: a per-call option given this takes the client's own setting."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "USE_CLIENT_DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "USE_CLIENT_DEFAULT"  # one instance, pickled by name
+
+
+USE_CLIENT_DEFAULT = UseClientDefault()
+"""A method's ``retry=`` when not given: the policy given to ``connect`` (``None`` there means no retries)."""
 
 
 _KEY = re.compile(r"[0-9a-z_.-]+")

@@ -10,18 +10,20 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
-from google.protobuf import duration_pb2
 from socialgraph.v1 import social_graph_pb2 as pb
 from socialgraph.v1 import timeline_pb2 as tpb
 
 from socialgraph_client import rpcs
 from socialgraph_client.account_wait import AccountWait
-from socialgraph_client.calls import Planner
+from socialgraph_client.arguments import request
+from socialgraph_client.calls import Planner, Retry
 from socialgraph_client.channel import plan_channel
 from socialgraph_client.errors import DeadlineExceeded
-from socialgraph_client.options import Deadlines, Metadata, RetryPolicy
-from socialgraph_client.sync_transport import SyncTransport, sleep, walk_pages
+from socialgraph_client.options import USE_CLIENT_DEFAULT, Deadlines, Metadata, RetryPolicy
+from socialgraph_client.sync_transport import Interceptor, SyncTransport, sleep, walk_pages
 from socialgraph_client.tls import TlsConfig
+from socialgraph_client.tokens import Token
+from socialgraph_client.tracing import Propagator, otel_context
 from socialgraph_client.values import (
     AccountStatus,
     Counts,
@@ -44,8 +46,11 @@ class SocialGraphClient:
     """One channel to the service. ``with SocialGraphClient.connect(target) as graph:``
 
     Every method takes ``timeout=`` (seconds for the whole call, retries included; default from
-    ``Deadlines`` by kind of call) and ``metadata=`` (sent with this call after the client's own).
-    A failed call raises a ``SocialGraphError`` subclass (``socialgraph_client.errors``).
+    ``Deadlines`` by kind of call), ``metadata=`` (sent with this call after the client's own) and
+    ``retry=`` (a ``RetryPolicy`` for this call, None for no retries; default: the client's). Its
+    arguments are checked before anything is sent: a user ID that is not an integer from 1 to
+    2**64-1, a negative ``page_size``, ... is a ``ValueError`` naming the argument. A failed call
+    raises a ``SocialGraphError`` subclass (``socialgraph_client.errors``), also a ``grpc.RpcError``.
     """
 
     def __init__(self, transport: SyncTransport) -> None:
@@ -57,27 +62,44 @@ class SocialGraphClient:
         cls,
         target: str,
         *,
-        token: str | None = None,
+        token: Token | None = None,
         tls: TlsConfig | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         metadata: Metadata | None = None,
         deadlines: Deadlines = DEFAULT_DEADLINES,
         retry: RetryPolicy | None = DEFAULT_RETRY,
-        connect_timeout: float = 10.0,
+        connect_timeout: float | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        interceptors: Sequence[Interceptor] = (),
+        tracing: Propagator | None = otel_context,
     ) -> SocialGraphClient:
-        """Open a channel to ``target`` (``host:port``) and wait until a server answers.
+        """Open a channel to ``target`` (``host:port``, or any gRPC target such as ``dns:///name:port``).
 
-        ``token``: the caller's bearer token (``socialgraph token``): call credentials over TLS,
-        ``authorization`` metadata over plaintext. ``tls``: TLS or mTLS from PEM files, or
-        ``credentials``: ready-made channel credentials. ``metadata``: sent with every call.
+        By default this returns at once, without waiting for a server: the first call waits for one
+        within its own deadline (``ConnectError`` when none is ready by then), so an application that
+        starts while the service is briefly down does not fail at start. ``connect_timeout``: wait
+        here instead, that many seconds at most, for a ready server, else ``ConnectError``.
+
+        ``token``: the caller's bearer token (``socialgraph token``), or a function of no arguments
+        returning the current one, called for every call (a token rotated without reconnecting); call
+        credentials over TLS, ``authorization`` metadata over plaintext. ``tls``: TLS or mTLS from PEM
+        files, or ``credentials``: ready-made channel credentials. ``metadata``: sent with every call.
         ``deadlines``: default deadline per kind of call. ``retry``: the retry policy, None for none.
-        ``connect_timeout``: seconds to wait for a ready server, else ``ConnectError``.
-        ``options``: gRPC channel options, over the client's defaults.
+        ``options``: gRPC channel options, over the client's defaults (keepalive among them).
+        ``interceptors``: gRPC client interceptors (of ``grpc.aio`` for the asyncio client, of
+        ``grpc`` for the blocking one), the first given the outermost. ``tracing``: writes the
+        caller's trace context into each call's metadata; by default OpenTelemetry's propagators when
+        ``opentelemetry-api`` is installed; None sends none.
         """
+        if connect_timeout is not None and not connect_timeout > 0:
+            raise ValueError(f"connect_timeout must be above 0 seconds or None, not {connect_timeout!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ValueError(f"retry must be a RetryPolicy or None (no retries), not {retry!r}")
+        if tracing is not None and not callable(tracing):
+            raise ValueError(f"tracing must be a function of the metadata dict, or None, not {tracing!r}")
         plan = plan_channel(target, token=token, tls=tls, credentials=credentials, metadata=metadata, options=options)
-        transport = SyncTransport.open(plan, Planner(deadlines, retry, plan.metadata), connect_timeout)
-        return cls(transport)
+        planner = Planner(deadlines, retry, plan.metadata, token=plan.token, tracing=tracing)
+        return cls(SyncTransport.open(plan, planner, connect_timeout, interceptors))
 
     def __enter__(self) -> SocialGraphClient:
         return self
@@ -92,28 +114,46 @@ class SocialGraphClient:
     # Follows
 
     def follow(
-        self, follower_id: int, followee_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        follower_id: int,
+        followee_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> FollowState:
         """``FOLLOWING``, or ``REQUESTED`` when the followee is private. A repeat returns the same state."""
-        request = pb.FollowRequest(follower_id=follower_id, followee_id=followee_id)
-        reply = self._transport.call(rpcs.FOLLOW, request, timeout, metadata)
+        sent = request(pb.FollowRequest, follower_id=follower_id, followee_id=followee_id)
+        reply = self._transport.call(rpcs.FOLLOW, sent, timeout, metadata, retry)
         if reply.state == pb.FOLLOW_STATE_REQUESTED:
             return FollowState.REQUESTED
         return FollowState.FOLLOWING
 
     def unfollow(
-        self, follower_id: int, followee_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        follower_id: int,
+        followee_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Remove the follow, or withdraw the pending request. Idempotent."""
-        request = pb.UnfollowRequest(follower_id=follower_id, followee_id=followee_id)
-        self._transport.call(rpcs.UNFOLLOW, request, timeout, metadata)
+        sent = request(pb.UnfollowRequest, follower_id=follower_id, followee_id=followee_id)
+        self._transport.call(rpcs.UNFOLLOW, sent, timeout, metadata, retry)
 
     def is_following(
-        self, follower_id: int, followee_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        follower_id: int,
+        followee_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> bool:
         """Strongly consistent: sees every follow and unfollow that returned before it."""
-        request = pb.IsFollowingRequest(follower_id=follower_id, followee_id=followee_id)
-        return (self._transport.call(rpcs.IS_FOLLOWING, request, timeout, metadata)).following
+        sent = request(pb.IsFollowingRequest, follower_id=follower_id, followee_id=followee_id)
+        return (self._transport.call(rpcs.IS_FOLLOWING, sent, timeout, metadata, retry)).following
 
     def list_followers(
         self,
@@ -123,10 +163,11 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[FollowEntry]:
         """One page of the user's followers, newest first (``page_size`` 0: 50; at most 1000)."""
-        request = pb.ListFollowersRequest(user_id=user_id, page_size=page_size, page_token=page_token)
-        reply = self._transport.call(rpcs.LIST_FOLLOWERS, request, timeout, metadata)
+        sent = request(pb.ListFollowersRequest, user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_FOLLOWERS, sent, timeout, metadata, retry)
         return Page([FollowEntry.of(entry) for entry in reply.followers], reply.next_page_token)
 
     def iter_followers(
@@ -137,11 +178,12 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[FollowEntry]:
-        """Every follower from ``page_token`` on, newest first; ``timeout`` is per page."""
+        """Every follower from ``page_token`` on, newest first; ``timeout`` and ``retry`` are per page."""
         return walk_pages(
             lambda token: self.list_followers(
-                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata, retry=retry
             ),
             page_token,
         )
@@ -154,10 +196,11 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[FollowEntry]:
         """One page of the accounts the user follows, newest first."""
-        request = pb.ListFollowingRequest(user_id=user_id, page_size=page_size, page_token=page_token)
-        reply = self._transport.call(rpcs.LIST_FOLLOWING, request, timeout, metadata)
+        sent = request(pb.ListFollowingRequest, user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_FOLLOWING, sent, timeout, metadata, retry)
         return Page([FollowEntry.of(entry) for entry in reply.following], reply.next_page_token)
 
     def iter_following(
@@ -168,28 +211,43 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[FollowEntry]:
-        """Every account the user follows from ``page_token`` on, newest first; ``timeout`` is per page."""
+        """Every account the user follows from ``page_token`` on, newest first; ``timeout`` and ``retry``
+        are per page."""
         return walk_pages(
             lambda token: self.list_following(
-                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata, retry=retry
             ),
             page_token,
         )
 
     # Counts and relationships
 
-    def get_counts(self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None) -> Counts:
+    def get_counts(
+        self,
+        user_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
+    ) -> Counts:
         """Followers and following counts (exact within about a second of the last write)."""
-        reply = self._transport.call(rpcs.GET_COUNTS, pb.GetCountsRequest(user_id=user_id), timeout, metadata)
-        return Counts.of(user_id, reply)
+        sent = request(pb.GetCountsRequest, user_id=user_id)
+        reply = self._transport.call(rpcs.GET_COUNTS, sent, timeout, metadata, retry)
+        return Counts.of(sent.user_id, reply)
 
     def batch_get_counts(
-        self, user_ids: Sequence[int], *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_ids: Sequence[int],
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> list[Counts]:
         """Counts of up to 100 users, in request order."""
-        request = pb.BatchGetCountsRequest(user_ids=list(user_ids))
-        reply = self._transport.call(rpcs.BATCH_GET_COUNTS, request, timeout, metadata)
+        sent = request(pb.BatchGetCountsRequest, user_ids=user_ids)
+        reply = self._transport.call(rpcs.BATCH_GET_COUNTS, sent, timeout, metadata, retry)
         return [Counts.of(counts.user_id, counts) for counts in reply.counts]
 
     def get_relationships(
@@ -199,10 +257,11 @@ class SocialGraphClient:
         *,
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> list[Relationship]:
         """How ``actor_id`` relates to each of up to 100 targets, in request order."""
-        request = pb.GetRelationshipsRequest(actor_id=actor_id, target_ids=list(target_ids))
-        reply = self._transport.call(rpcs.GET_RELATIONSHIPS, request, timeout, metadata)
+        sent = request(pb.GetRelationshipsRequest, actor_id=actor_id, target_ids=target_ids)
+        reply = self._transport.call(rpcs.GET_RELATIONSHIPS, sent, timeout, metadata, retry)
         return [Relationship.of(relationship) for relationship in reply.relationships]
 
     # Discovery
@@ -216,12 +275,17 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[FollowEntry]:
         """One page of the followers of ``user_id`` whom ``viewer_id`` follows, newest first."""
-        request = pb.ListKnownFollowersRequest(
-            viewer_id=viewer_id, user_id=user_id, page_size=page_size, page_token=page_token
+        sent = request(
+            pb.ListKnownFollowersRequest,
+            viewer_id=viewer_id,
+            user_id=user_id,
+            page_size=page_size,
+            page_token=page_token,
         )
-        reply = self._transport.call(rpcs.LIST_KNOWN_FOLLOWERS, request, timeout, metadata)
+        reply = self._transport.call(rpcs.LIST_KNOWN_FOLLOWERS, sent, timeout, metadata, retry)
         return Page([FollowEntry.of(entry) for entry in reply.followers], reply.next_page_token)
 
     def iter_known_followers(
@@ -233,11 +297,18 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[FollowEntry]:
-        """Every follower of ``user_id`` whom ``viewer_id`` follows; ``timeout`` is per page."""
+        """Every follower of ``user_id`` whom ``viewer_id`` follows; ``timeout`` and ``retry`` are per page."""
         return walk_pages(
             lambda token: self.list_known_followers(
-                viewer_id, user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                viewer_id,
+                user_id,
+                page_size=page_size,
+                page_token=token,
+                timeout=timeout,
+                metadata=metadata,
+                retry=retry,
             ),
             page_token,
         )
@@ -250,10 +321,11 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[int]:
         """One page of the IDs of accounts that follow ``user_id`` and that it follows back."""
-        request = pb.ListMutualFollowsRequest(user_id=user_id, page_size=page_size, page_token=page_token)
-        reply = self._transport.call(rpcs.LIST_MUTUAL_FOLLOWS, request, timeout, metadata)
+        sent = request(pb.ListMutualFollowsRequest, user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_MUTUAL_FOLLOWS, sent, timeout, metadata, retry)
         return Page([ref.user_id for ref in reply.users], reply.next_page_token)
 
     def iter_mutual_follows(
@@ -264,31 +336,44 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[int]:
-        """Every mutual follow of ``user_id`` from ``page_token`` on; ``timeout`` is per page."""
+        """Every mutual follow of ``user_id`` from ``page_token`` on; ``timeout`` and ``retry`` are per page."""
         return walk_pages(
             lambda token: self.list_mutual_follows(
-                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata, retry=retry
             ),
             page_token,
         )
 
     def suggest_follows(
-        self, user_id: int, *, limit: int = 0, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        *,
+        limit: int = 0,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> list[Suggestion]:
         """Accounts the user's followees follow, best first (``limit`` 0: the default; at most 100)."""
-        request = pb.SuggestFollowsRequest(user_id=user_id, limit=limit)
-        reply = self._transport.call(rpcs.SUGGEST_FOLLOWS, request, timeout, metadata)
+        sent = request(pb.SuggestFollowsRequest, user_id=user_id, limit=limit)
+        reply = self._transport.call(rpcs.SUGGEST_FOLLOWS, sent, timeout, metadata, retry)
         return [Suggestion.of(suggestion) for suggestion in reply.suggestions]
 
     # Privacy and requests
 
     def set_privacy(
-        self, user_id: int, private: bool, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        private: bool,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """A private account turns new follows into requests."""
-        request = pb.SetPrivacyRequest(user_id=user_id, private=private)
-        self._transport.call(rpcs.SET_PRIVACY, request, timeout, metadata)
+        sent = request(pb.SetPrivacyRequest, user_id=user_id, private=private)
+        self._transport.call(rpcs.SET_PRIVACY, sent, timeout, metadata, retry)
 
     def list_follow_requests(
         self,
@@ -298,10 +383,11 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[PendingRequest]:
         """One page of the requests waiting for the user's answer, newest first."""
-        request = pb.ListFollowRequestsRequest(user_id=user_id, page_size=page_size, page_token=page_token)
-        reply = self._transport.call(rpcs.LIST_FOLLOW_REQUESTS, request, timeout, metadata)
+        sent = request(pb.ListFollowRequestsRequest, user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_FOLLOW_REQUESTS, sent, timeout, metadata, retry)
         return Page([PendingRequest.of(entry) for entry in reply.requests], reply.next_page_token)
 
     def iter_follow_requests(
@@ -312,51 +398,82 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[PendingRequest]:
-        """Every pending request from ``page_token`` on, newest first; ``timeout`` is per page."""
+        """Every pending request from ``page_token`` on, newest first; ``timeout`` and ``retry`` are per page."""
         return walk_pages(
             lambda token: self.list_follow_requests(
-                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata, retry=retry
             ),
             page_token,
         )
 
     def accept_follow_request(
-        self, user_id: int, requester_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        requester_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Make the requested follow (and count it). Idempotent once accepted."""
-        request = pb.AcceptFollowRequestRequest(user_id=user_id, requester_id=requester_id)
-        self._transport.call(rpcs.ACCEPT_FOLLOW_REQUEST, request, timeout, metadata)
+        sent = request(pb.AcceptFollowRequestRequest, user_id=user_id, requester_id=requester_id)
+        self._transport.call(rpcs.ACCEPT_FOLLOW_REQUEST, sent, timeout, metadata, retry)
 
     def reject_follow_request(
-        self, user_id: int, requester_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        requester_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Drop the request. Idempotent."""
-        request = pb.RejectFollowRequestRequest(user_id=user_id, requester_id=requester_id)
-        self._transport.call(rpcs.REJECT_FOLLOW_REQUEST, request, timeout, metadata)
+        sent = request(pb.RejectFollowRequestRequest, user_id=user_id, requester_id=requester_id)
+        self._transport.call(rpcs.REJECT_FOLLOW_REQUEST, sent, timeout, metadata, retry)
 
     # Blocks
 
     def block(
-        self, blocker_id: int, blocked_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        blocker_id: int,
+        blocked_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Remove follows and requests both ways and refuse new ones. Idempotent."""
-        request = pb.BlockRequest(blocker_id=blocker_id, blocked_id=blocked_id)
-        self._transport.call(rpcs.BLOCK, request, timeout, metadata)
+        sent = request(pb.BlockRequest, blocker_id=blocker_id, blocked_id=blocked_id)
+        self._transport.call(rpcs.BLOCK, sent, timeout, metadata, retry)
 
     def unblock(
-        self, blocker_id: int, blocked_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        blocker_id: int,
+        blocked_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Lift the block (the follows it removed stay removed). Idempotent."""
-        request = pb.UnblockRequest(blocker_id=blocker_id, blocked_id=blocked_id)
-        self._transport.call(rpcs.UNBLOCK, request, timeout, metadata)
+        sent = request(pb.UnblockRequest, blocker_id=blocker_id, blocked_id=blocked_id)
+        self._transport.call(rpcs.UNBLOCK, sent, timeout, metadata, retry)
 
     def remove_follower(
-        self, user_id: int, follower_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        follower_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Drop ``follower_id``'s follow of ``user_id`` without blocking. Idempotent."""
-        request = pb.RemoveFollowerRequest(user_id=user_id, follower_id=follower_id)
-        self._transport.call(rpcs.REMOVE_FOLLOWER, request, timeout, metadata)
+        sent = request(pb.RemoveFollowerRequest, user_id=user_id, follower_id=follower_id)
+        self._transport.call(rpcs.REMOVE_FOLLOWER, sent, timeout, metadata, retry)
 
     # Mutes
 
@@ -369,6 +486,7 @@ class SocialGraphClient:
         notifications: bool = False,
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Hide ``muted_id``'s tweets from ``muter_id``'s home timeline, follows and counts untouched.
 
@@ -376,20 +494,23 @@ class SocialGraphClient:
         100 years: ``INVALID_DURATION``). ``notifications``: notification services should also drop
         notifications from ``muted_id``. A repeat replaces both.
         """
-        request = pb.MuteRequest(
-            muter_id=muter_id,
-            muted_id=muted_id,
-            duration=None if duration is None else _duration(duration),
-            notifications=notifications,
+        sent = request(
+            pb.MuteRequest, muter_id=muter_id, muted_id=muted_id, duration=duration, notifications=notifications
         )
-        self._transport.call(rpcs.MUTE, request, timeout, metadata)
+        self._transport.call(rpcs.MUTE, sent, timeout, metadata, retry)
 
     def unmute(
-        self, muter_id: int, muted_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        muter_id: int,
+        muted_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Show ``muted_id``'s tweets again at once. Idempotent."""
-        request = pb.UnmuteRequest(muter_id=muter_id, muted_id=muted_id)
-        self._transport.call(rpcs.UNMUTE, request, timeout, metadata)
+        sent = request(pb.UnmuteRequest, muter_id=muter_id, muted_id=muted_id)
+        self._transport.call(rpcs.UNMUTE, sent, timeout, metadata, retry)
 
     def list_mutes(
         self,
@@ -399,10 +520,11 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[MuteEntry]:
         """One page of the user's mutes in force, newest first (an expired mute is never listed)."""
-        request = pb.ListMutesRequest(user_id=user_id, page_size=page_size, page_token=page_token)
-        reply = self._transport.call(rpcs.LIST_MUTES, request, timeout, metadata)
+        sent = request(pb.ListMutesRequest, user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.LIST_MUTES, sent, timeout, metadata, retry)
         return Page([MuteEntry.of(entry) for entry in reply.mutes], reply.next_page_token)
 
     def iter_mutes(
@@ -413,11 +535,12 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[MuteEntry]:
-        """Every mute in force from ``page_token`` on, newest first; ``timeout`` is per page."""
+        """Every mute in force from ``page_token`` on, newest first; ``timeout`` and ``retry`` are per page."""
         return walk_pages(
             lambda token: self.list_mutes(
-                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata, retry=retry
             ),
             page_token,
         )
@@ -425,33 +548,55 @@ class SocialGraphClient:
     # Account lifecycle (the three changes need the admin scope)
 
     def deactivate_account(
-        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Take the account out of the graph at once; a background job then archives its edges and
         requests (``wait_for_account``). Idempotent; ``AccountDeletedError`` for a deleted account."""
-        request = pb.DeactivateAccountRequest(user_id=user_id)
-        self._transport.call(rpcs.DEACTIVATE_ACCOUNT, request, timeout, metadata)
+        sent = request(pb.DeactivateAccountRequest, user_id=user_id)
+        self._transport.call(rpcs.DEACTIVATE_ACCOUNT, sent, timeout, metadata, retry)
 
     def reactivate_account(
-        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> None:
         """Bring a deactivated account back; a background job restores its archived edges and requests
         intact. Idempotent; ``AccountDeletedError`` for a deleted account."""
-        request = pb.ReactivateAccountRequest(user_id=user_id)
-        self._transport.call(rpcs.REACTIVATE_ACCOUNT, request, timeout, metadata)
+        sent = request(pb.ReactivateAccountRequest, user_id=user_id)
+        self._transport.call(rpcs.REACTIVATE_ACCOUNT, sent, timeout, metadata, retry)
 
-    def delete_account(self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None) -> None:
+    def delete_account(
+        self,
+        user_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
+    ) -> None:
         """Irreversible: deactivate at once, then a background job removes every item about the
         account. Idempotent."""
-        request = pb.DeleteAccountRequest(user_id=user_id)
-        self._transport.call(rpcs.DELETE_ACCOUNT, request, timeout, metadata)
+        sent = request(pb.DeleteAccountRequest, user_id=user_id)
+        self._transport.call(rpcs.DELETE_ACCOUNT, sent, timeout, metadata, retry)
 
     def get_account_state(
-        self, user_id: int, *, timeout: float | None = None, metadata: Metadata | None = None
+        self,
+        user_id: int,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> AccountStatus:
         """The account's lifecycle state and, during a job, how far it is."""
-        request = pb.GetAccountStateRequest(user_id=user_id)
-        return AccountStatus.of(self._transport.call(rpcs.GET_ACCOUNT_STATE, request, timeout, metadata))
+        sent = request(pb.GetAccountStateRequest, user_id=user_id)
+        return AccountStatus.of(self._transport.call(rpcs.GET_ACCOUNT_STATE, sent, timeout, metadata, retry))
 
     def wait_for_account(
         self,
@@ -461,18 +606,20 @@ class SocialGraphClient:
         poll_interval: float = 0.5,
         progress: Callable[[AccountStatus], object] | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> AccountStatus:
         """Poll ``get_account_state`` every ``poll_interval`` seconds until no job runs (a state other
         than ``DEACTIVATING``, ``REACTIVATING``, ``DELETING``), and return that status.
 
         ``progress``: called with each status polled, the last one included. ``timeout``: seconds for
         the whole wait (None: no limit; each poll then has the read deadline), after which
-        ``DeadlineExceeded`` names the last state seen. A poll's own error is raised as it is.
+        ``DeadlineExceeded`` names the last state seen. ``retry``: each poll's. A poll's own error is
+        raised as it is.
         """
         wait = AccountWait(user_id, timeout, poll_interval)
         while True:
             try:
-                status = self.get_account_state(user_id, timeout=wait.poll_timeout(), metadata=metadata)
+                status = self.get_account_state(user_id, timeout=wait.poll_timeout(), metadata=metadata, retry=retry)
             except DeadlineExceeded as error:
                 if not wait.over():
                     raise  # the read deadline of a wait without a timeout
@@ -493,10 +640,11 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Page[int]:
         """One page of tweet IDs of the user's home timeline, newest first (``page_size`` 0: 20; at most 100)."""
-        request = tpb.GetHomeTimelineRequest(user_id=user_id, page_size=page_size, page_token=page_token)
-        reply = self._transport.call(rpcs.GET_HOME_TIMELINE, request, timeout, metadata)
+        sent = request(tpb.GetHomeTimelineRequest, user_id=user_id, page_size=page_size, page_token=page_token)
+        reply = self._transport.call(rpcs.GET_HOME_TIMELINE, sent, timeout, metadata, retry)
         return Page(list(reply.tweet_ids), reply.next_page_token)
 
     def iter_home_timeline(
@@ -507,18 +655,13 @@ class SocialGraphClient:
         page_token: str = "",
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        retry: Retry = USE_CLIENT_DEFAULT,
     ) -> Iterator[int]:
-        """Every tweet ID of the home timeline from ``page_token`` on, newest first; ``timeout`` is per page."""
+        """Every tweet ID of the home timeline from ``page_token`` on, newest first; ``timeout`` and
+        ``retry`` are per page."""
         return walk_pages(
             lambda token: self.get_home_timeline(
-                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata
+                user_id, page_size=page_size, page_token=token, timeout=timeout, metadata=metadata, retry=retry
             ),
             page_token,
         )
-
-
-def _duration(value: timedelta) -> duration_pb2.Duration:
-    """A ``timedelta`` as sent: exact to the microsecond, the sign kept (the server refuses a negative one)."""
-    duration = duration_pb2.Duration()
-    duration.FromTimedelta(value)
-    return duration

@@ -1,62 +1,92 @@
-"""The blocking transport: a ``grpc`` channel, the retry loop, the page walker (thread-safe), and the
-pause between polls."""
+"""The blocking transport: a ``grpc`` channel (with the caller's interceptors), the wait for a first
+ready server, the retry loop, the page walker (thread-safe), and the pause between polls."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
-from socialgraph_client.calls import Lifecycle, Planner
+from socialgraph_client.calls import CallPlan, Lifecycle, Planner, Retry
 from socialgraph_client.channel import ChannelPlan, bind, not_ready
 from socialgraph_client.errors import ConnectError, SocialGraphError, error_from_rpc
-from socialgraph_client.options import Metadata
+from socialgraph_client.options import USE_CLIENT_DEFAULT, Metadata
 from socialgraph_client.rpcs import Rpc
 from socialgraph_client.values import Page
 
-__all__ = ["SyncTransport", "sleep", "walk_pages"]
+__all__ = ["Interceptor", "SyncTransport", "sleep", "walk_pages"]
 
 Req = TypeVar("Req", bound=Message)
 Rep = TypeVar("Rep", bound=Message)
 T = TypeVar("T")
 
+Interceptor: TypeAlias = (
+    "grpc.UnaryUnaryClientInterceptor[Any, Any] | grpc.UnaryStreamClientInterceptor[Any, Any]"
+    " | grpc.StreamUnaryClientInterceptor[Any, Any] | grpc.StreamStreamClientInterceptor[Any, Any]"
+)
+"""A ``grpc`` client interceptor (the client's calls are unary: ``UnaryUnaryClientInterceptor``)."""
+
 
 class SyncTransport:
-    def __init__(self, channel: grpc.Channel, planner: Planner) -> None:
+    def __init__(
+        self, channel: grpc.Channel, calls: grpc.Channel, planner: Planner, plan: ChannelPlan, *, ready: bool
+    ) -> None:
         self._channel = channel
+        """The channel as opened: closed, and watched for readiness."""
+        self._calls = calls
+        """What the calls go through: ``channel``, or ``grpc.intercept_channel`` over it."""
         self._planner = planner
+        self._plan = plan
+        self._ready = ready
+        """A server has been ready once; until then each call first waits for one (lazy connect)."""
         self._methods: dict[str, Any] = {}
         self._lifecycle = Lifecycle()
         self._lock = threading.Lock()
+        self._waits: set[grpc.Future[Any]] = set()
+        """The first calls' waits for a ready server, cancelled by ``close``."""
 
     @classmethod
-    def open(cls, plan: ChannelPlan, planner: Planner, connect_timeout: float) -> SyncTransport:
-        """A channel to ``plan.target``, ready (connected, TLS done) within ``connect_timeout`` seconds."""
+    def open(
+        cls, plan: ChannelPlan, planner: Planner, connect_timeout: float | None, interceptors: Sequence[Interceptor]
+    ) -> SyncTransport:
+        """A channel to ``plan.target`` through ``interceptors`` (the first given is the outermost).
+        ``connect_timeout`` None: at once, the first call connects; else ready (connected, TLS done)
+        within that many seconds, or ``ConnectError``."""
         if plan.credentials is None:
             channel = grpc.insecure_channel(plan.target, options=plan.options)
         else:
             channel = grpc.secure_channel(plan.target, plan.credentials, options=plan.options)
         try:
-            grpc.channel_ready_future(channel).result(timeout=connect_timeout)
-        except grpc.FutureTimeoutError:
-            channel.close()
-            raise ConnectError(grpc.StatusCode.UNAVAILABLE, not_ready(plan, connect_timeout)) from None
+            calls = grpc.intercept_channel(channel, *interceptors) if interceptors else channel
+            if connect_timeout is not None:
+                _wait_ready(grpc.channel_ready_future(channel), plan, connect_timeout)
         except BaseException:
             channel.close()
             raise
-        return cls(channel, planner)
+        return cls(channel, calls, planner, plan, ready=connect_timeout is not None)
 
-    def call(self, rpc: Rpc[Req, Rep], request: Req, timeout: float | None, metadata: Metadata | None) -> Rep:
+    def call(
+        self,
+        rpc: Rpc[Req, Rep],
+        request: Req,
+        timeout: float | None,
+        metadata: Metadata | None,
+        retry: Retry = USE_CLIENT_DEFAULT,
+    ) -> Rep:
         self._lifecycle.check()
-        plan = self._planner.plan(rpc, timeout, metadata)
+        plan = self._planner.plan(rpc, timeout, metadata, retry)
         method = self._method(rpc)
+        if not self._ready:
+            self._first_ready(plan)
         while True:
             try:
-                reply: Rep = method(request, timeout=plan.timeout(), metadata=plan.metadata)
+                reply: Rep = method(
+                    request, timeout=plan.timeout(), metadata=plan.metadata, credentials=plan.credentials
+                )
                 return reply
             except grpc.RpcError as failure:
                 error: SocialGraphError = error_from_rpc(failure, plan.request_id, plan.attempts)
@@ -66,16 +96,48 @@ class SyncTransport:
                 raise plan.final(error) from cause
             time.sleep(wait)
 
+    def _first_ready(self, plan: CallPlan) -> None:
+        """Wait, within the call's deadline, for the channel to reach a server for the first time; past
+        it, ``ConnectError`` (nothing was sent). Later calls go at once, and a server lost later is
+        the retry loop's (``UNAVAILABLE``)."""
+        ready = grpc.channel_ready_future(self._channel)
+        with self._lock:
+            self._waits.add(ready)
+        try:
+            _wait_ready(ready, self._plan, plan.left(), plan.request_id)
+        except (ConnectError, grpc.FutureCancelledError):
+            self._lifecycle.check()  # closed meanwhile: that is the news
+            raise
+        finally:
+            with self._lock:
+                self._waits.discard(ready)
+        self._ready = True
+
     def _method(self, rpc: Rpc[Any, Any]) -> Any:
         with self._lock:
             method = self._methods.get(rpc.path)
             if method is None:
-                method = self._methods[rpc.path] = bind(self._channel, rpc)
+                method = self._methods[rpc.path] = bind(self._calls, rpc)
             return method
 
     def close(self) -> None:
         self._lifecycle.closed = True
+        with self._lock:
+            waits, self._waits = self._waits, set()
+        for ready in waits:
+            ready.cancel()  # a first call waiting for a server ends now, with Cancelled
         self._channel.close()
+
+
+def _wait_ready(ready: grpc.Future[Any], plan: ChannelPlan, seconds: float | None, request_id: str = "") -> None:
+    """Until the channel of ``ready`` (its ``channel_ready_future``) is ready (connected, TLS done),
+    at most ``seconds`` (None: no limit), else ``ConnectError``."""
+    try:
+        ready.result(timeout=seconds)
+    except grpc.FutureTimeoutError:
+        ready.cancel()  # stops watching the channel
+        waited = not_ready(plan, round(seconds or 0.0, 3))
+        raise ConnectError(grpc.StatusCode.UNAVAILABLE, waited, request_id=request_id, attempts=0) from None
 
 
 def walk_pages(fetch: Callable[[str], Page[T]], page_token: str) -> Iterator[T]:

@@ -5,7 +5,7 @@ import warnings
 
 from socialgraph.v1 import social_graph_pb2 as socialgraph_dot_v1_dot_social__graph__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.66.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in socialgraph/v1/social_graph_pb2_grpc.py depends on'
+        + f' but the generated code in socialgraph/v1/social_graph_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class SocialGraphServiceStub:
+class SocialGraphServiceStub(object):
     """SocialGraphService owns the follow graph: who follows whom, since when, and
     the denormalised follower/following counts.
 
@@ -168,7 +168,7 @@ class SocialGraphServiceStub:
                 _registered_method=True)
 
 
-class SocialGraphServiceServicer:
+class SocialGraphServiceServicer(object):
     """SocialGraphService owns the follow graph: who follows whom, since when, and
     the denormalised follower/following counts.
 
@@ -518,7 +518,7 @@ def add_SocialGraphServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class SocialGraphService:
+class SocialGraphService(object):
     """SocialGraphService owns the follow graph: who follows whom, since when, and
     the denormalised follower/following counts.
 

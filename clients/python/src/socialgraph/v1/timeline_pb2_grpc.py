@@ -5,7 +5,7 @@ import warnings
 
 from socialgraph.v1 import timeline_pb2 as socialgraph_dot_v1_dot_timeline__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.66.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in socialgraph/v1/timeline_pb2_grpc.py depends on'
+        + f' but the generated code in socialgraph/v1/timeline_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class TimelineServiceStub:
+class TimelineServiceStub(object):
     """TimelineService serves home timelines: tweet IDs pushed into each follower's
     timeline by the fanout worker, merged at read time with the recent tweets of
     the accounts above the celebrity threshold that the user follows (hybrid
@@ -49,7 +49,7 @@ class TimelineServiceStub:
                 _registered_method=True)
 
 
-class TimelineServiceServicer:
+class TimelineServiceServicer(object):
     """TimelineService serves home timelines: tweet IDs pushed into each follower's
     timeline by the fanout worker, merged at read time with the recent tweets of
     the accounts above the celebrity threshold that the user follows (hybrid
@@ -84,7 +84,7 @@ def add_TimelineServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class TimelineService:
+class TimelineService(object):
     """TimelineService serves home timelines: tweet IDs pushed into each follower's
     timeline by the fanout worker, merged at read time with the recent tweets of
     the accounts above the celebrity threshold that the user follows (hybrid
