@@ -18,13 +18,18 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import structlog
 
+from account_jobs.tracing import JobSpans
 from graph_service.domain.account_ports import AccountForgetting, AccountJobStore
 from graph_service.domain.accounts import Archived, Lifecycle, Moved, Restored, Side
 from graph_service.domain.errors import TimelineUnavailable, Unavailable
 from graph_service.domain.ports import GraphChanges, TimelineWrites
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["SIDES", "AccountJob", "JobReport"]
 
@@ -78,11 +83,15 @@ class AccountJob:
         changes: GraphChanges,
         forgetting: Sequence[AccountForgetting] = (),
         timelines: TimelineWrites | None = None,
+        *,
+        tracer: Tracer | None = None,
     ) -> None:
         """``changes`` is told what every batch settled, as after a follow or an unfollow (the
         caches are written through: a list or a follow state is never older than a finished job);
         ``forgetting``: what a deletion removes outside the tables; ``timelines`` (None: no Redis)
-        get the backfill of the followers a restore brings back."""
+        get the backfill of the followers a restore brings back; ``tracer``: a span per batch
+        (``tracing.py``; None: the process's, if it traces)."""
+        self._spans = JobSpans(tracer)
         self._store = store
         self._changes = changes
         self._forgetting = forgetting
@@ -122,18 +131,19 @@ class AccountJob:
     async def _take_out(self, user_id: int, gen: int, side: Side, report: JobReport, *, archive: bool) -> None:
         """Archive (or delete) every live item of the side, a batch at a time."""
         size = self._store.per_batch(side, archive=archive)
+        state = Lifecycle.DEACTIVATING if archive else Lifecycle.DELETING
         refused = 0
         while edges := await self._store.live(user_id, side, size):
-            state = Lifecycle.DEACTIVATING if archive else Lifecycle.DELETING
-            if side.is_edge and not await self._store.mark(user_id, gen, side, edges, state):
-                raise Superseded
-            move = self._store.archive if archive else self._store.purge
-            moved = await move(user_id, gen, side, edges)
-            if moved is Moved.DONE:
-                await self._settled(user_id, side, [(e.user_id, e.at_us) for e in edges], live=False)
-                report.add(len(edges))
-                refused = 0
-                continue
+            with self._spans.batch("archive" if archive else "purge", user_id, _kind(state), len(edges), side):
+                if side.is_edge and not await self._store.mark(user_id, gen, side, edges, state):
+                    raise Superseded
+                move = self._store.archive if archive else self._store.purge
+                moved = await move(user_id, gen, side, edges)
+                if moved is Moved.DONE:
+                    await self._settled(user_id, side, [(e.user_id, e.at_us) for e in edges], live=False)
+                    report.add(len(edges))
+                    refused = 0
+                    continue
             if moved is Moved.SUPERSEDED:
                 raise Superseded
             refused += 1  # an item changed since it was read (unfollowed, accepted...): read again
@@ -152,15 +162,16 @@ class AccountJob:
         for side in SIDES:
             size = self._store.per_restore(side)
             while found := await self._store.archived(user_id, side, size):
-                outcome = await self._store.restore(user_id, gen, side, found)
-                if outcome is Restored.SUPERSEDED:
-                    raise Superseded
-                restored = list(found)
-                if outcome is not Restored.DONE:  # one by one: which of them cannot come back, and why
-                    restored = [item for item in found if await self._restore_one(user_id, gen, item)]
-                await self._settled(user_id, side, [(item.other, item.at_us) for item in restored], live=True)
-                if side is Side.FOLLOWER:
-                    await self._backfill(user_id, [item.other for item in restored])
+                with self._spans.batch("restore", user_id, _kind(Lifecycle.REACTIVATING), len(found), side):
+                    outcome = await self._store.restore(user_id, gen, side, found)
+                    if outcome is Restored.SUPERSEDED:
+                        raise Superseded
+                    restored = list(found)
+                    if outcome is not Restored.DONE:  # one by one: which of them cannot come back, and why
+                        restored = [item for item in found if await self._restore_one(user_id, gen, item)]
+                    await self._settled(user_id, side, [(item.other, item.at_us) for item in restored], live=True)
+                    if side is Side.FOLLOWER:
+                        await self._backfill(user_id, [item.other for item in restored])
                 report.add(len(found))
 
     async def _restore_one(self, user_id: int, gen: int, item: Archived) -> bool:
@@ -265,21 +276,30 @@ class AccountJob:
         await self._total(user_id, gen, Lifecycle.DELETING, [*SIDES, None])
         for side in SIDES:
             await self._take_out(user_id, gen, side, report, archive=False)
+        kind = _kind(Lifecycle.DELETING)
         while found := await self._store.archived(user_id, None, DROP_BATCH):
-            await self._drop(user_id, gen, Lifecycle.DELETING, found)
+            with self._spans.batch("drop_archived", user_id, kind, len(found)):
+                await self._drop(user_id, gen, Lifecycle.DELETING, found)
             report.add(len(found))
         for prefix in OWN_PREFIXES:
             while sort_keys := await self._store.owned(user_id, prefix, OWN_BATCH):
-                if not await self._store.drop_owned(user_id, gen, sort_keys):
-                    raise Superseded
-                await self._blocks_and_mutes_settled(user_id, sort_keys, own=True)
+                with self._spans.batch("drop_own", user_id, kind, len(sort_keys), prefix):
+                    if not await self._store.drop_owned(user_id, gen, sort_keys):
+                        raise Superseded
+                    await self._blocks_and_mutes_settled(user_id, sort_keys, own=True)
         for prefix in REVERSE_PREFIXES:
             while sort_keys := await self._store.owned(user_id, prefix, REVERSE_BATCH):
-                if not await self._store.drop_blocks_and_mutes_of(user_id, gen, sort_keys):
-                    raise Superseded
-                await self._blocks_and_mutes_settled(user_id, sort_keys, own=False)
+                with self._spans.batch("drop_reverse", user_id, kind, len(sort_keys), prefix):
+                    if not await self._store.drop_blocks_and_mutes_of(user_id, gen, sort_keys):
+                        raise Superseded
+                    await self._blocks_and_mutes_settled(user_id, sort_keys, own=False)
         if not await self._store.drop_owned(user_id, gen, ["P"]):
             raise Superseded
         await self._drop_counters(user_id, gen)
         for forgetting in self._forgetting:
             await forgetting.forget_account(user_id)
+
+
+def _kind(state: Lifecycle) -> str:
+    """A job's kind as its metrics and spans name it (``deactivating``, ``reactivating``, ``deleting``)."""
+    return state.name.lower()

@@ -19,14 +19,19 @@ import asyncio
 import contextlib
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import structlog
 
 from account_jobs.job import AccountJob, JobReport
+from account_jobs.tracing import JobSpans
 from graph_service.domain.account_ports import JobRegistry
 from graph_service.domain.accounts import JobEntry, Lifecycle
 from graph_service.domain.times import now_us
 from graph_service.telemetry.account_jobs import AccountJobMetrics
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["JobWorker"]
 
@@ -51,7 +56,10 @@ class JobWorker:
         poll_seconds: float,
         lease_seconds: float,
         metrics: AccountJobMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        """``tracer``: a span per job run (``tracing.py``; None: the process's, if it traces)."""
+        self._spans = JobSpans(tracer)
         self._store = store
         self._job = job
         self._concurrency = concurrency
@@ -108,8 +116,10 @@ class JobWorker:
         self._metrics.running.inc()
         outcome = "failed"
         try:
-            finished = await self._job.run(entry.user_id, entry.gen, state, report)
-            outcome = "finished" if finished else "superseded"
+            with self._spans.run(entry.user_id, kind, entry.gen) as span:
+                finished = await self._job.run(entry.user_id, entry.gen, state, report)
+                outcome = "finished" if finished else "superseded"
+                JobSpans.ended(span, outcome, report.moved)
         except asyncio.CancelledError:
             outcome = "stopped"
             raise

@@ -10,7 +10,7 @@ Markers expire after ``MARKER_TTL_SECONDS`` (longer than stream retention), give
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -20,6 +20,10 @@ from graph_service.domain.fences import FenceRejected
 from graph_service.domain.times import now_us
 from graph_service.store.changes import edge_changes, touched_pairs
 from graph_service.streams.checkpoints import CheckpointStore
+from graph_service.streams.tracing import batch_span, stream_tracer, table_of_arn
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["MARKER_TTL_SECONDS", "LambdaBatches", "lambda_consumer"]
 
@@ -35,13 +39,31 @@ def lambda_consumer(counters_consumer: str) -> str:
 
 
 class LambdaBatches:
-    def __init__(self, applier: CounterApplier, repairer: CacheRepairer, markers: CheckpointStore) -> None:
+    def __init__(
+        self,
+        applier: CounterApplier,
+        repairer: CacheRepairer,
+        markers: CheckpointStore,
+        *,
+        tracer: Tracer | None = None,
+    ) -> None:
+        """``tracer``: each Lambda event in a span of its stream batch (``streams/tracing.py``);
+        None: the process's, if it traces."""
         self._applier = applier
         self._repairer = repairer
         self._markers = markers
+        self._tracer = tracer if tracer is not None else stream_tracer()
 
     async def apply(self, event: dict[str, Any]) -> dict[str, int]:
         """Apply one Lambda event; returns how many changes were applied and skipped as replays."""
+        records = event.get("Records", [])
+        if self._tracer is None or not records:
+            return await self._apply(event)
+        table = table_of_arn(str(records[0].get("eventSourceARN", "")))
+        with batch_span(self._tracer, table, self._markers.consumer, len(records)):
+            return await self._apply(event)
+
+    async def _apply(self, event: dict[str, Any]) -> dict[str, int]:
         applied = skipped = 0
         await self._repairer.settle()  # repairs an earlier invocation owed to an unreachable Redis
         changes = edge_changes(event.get("Records", []))

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -32,8 +32,12 @@ from graph_service.domain.retry import Backoff, pause, unless_stopped
 from graph_service.events.kinds import KIND_NAMES, KINDS, TopicNames, decode, kind_of
 from graph_service.events.records import UnreadableEvent
 from graph_service.events.topics import TopicWatch
+from graph_service.events.tracing import record_tracer, traced_process
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.fanout import FanoutMetrics
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["FanoutWorker", "Offsets", "WorkerConfig", "WorkerStats"]
 
@@ -112,10 +116,16 @@ class FanoutWorker:
         after_writes: Callable[[Offsets], Awaitable[None]] | None = None,
         metrics: FanoutMetrics | None = None,
         topics: TopicWatch | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """``after_writes`` runs between a batch's Redis writes and its offset commit (instrumentation;
-        the tests crash a worker there); ``topics`` checks the topics (None: not checked)."""
+        the tests crash a worker there); ``topics`` checks the topics (None: not checked); ``tracer``:
+        each record handled in a span continuing the trace its headers carry (``events/tracing.py``;
+        None: the process's, if it traces)."""
         self._config = config
+        self._handle = traced_process(
+            self._record, tracer if tracer is not None else record_tracer(), group=config.group
+        )
         self._fanout = fanout
         self._after_writes = after_writes
         self.stats = WorkerStats()
@@ -316,9 +326,11 @@ class FanoutWorker:
         for record in records:  # in order: events of one key keep their order
             if stop.is_set():
                 raise _Stopped  # the rest of the batch goes to the partition's next owner
-            await self._record(record, stop)
+            await self._handle(record, stop)  # ``_record``, in its span if the process traces
 
     async def _record(self, record: ConsumerRecord[bytes, bytes], stop: asyncio.Event) -> None:
+        """Decode and apply one record, retrying while Redis or DynamoDB is unreachable. Each record
+        is applied (and, when traced, spanned) on its own: a batch's records are not merged."""
         try:
             event = decode(record.headers, record.value)
         except UnreadableEvent as exc:

@@ -13,14 +13,20 @@ container) is ``graph_service.entrypoints.relay_lambda.handler``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
 
 from graph_service.events.records import OutgoingRecord
+from graph_service.events.tracing import record_tracer, traced_send
+from graph_service.streams.tracing import batch_span, stream_tracer
 from relay.sources import Converter
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["RelayBatches", "UnknownSource", "table_of"]
 
@@ -44,9 +50,22 @@ def table_of(arn: str) -> str:
 class RelayBatches:
     """Stream records of the configured tables -> their events on their topics, acknowledged."""
 
-    def __init__(self, producer: AIOKafkaProducer, sources: Mapping[str, tuple[str, Converter]]) -> None:
-        """``sources``: table name (with its prefix) -> (topic name, converter)."""
-        self._producer = producer
+    CONSUMER = "relay-lambda"
+    """The consumer's name in its batches' spans (the Lambda relay keeps no checkpoints)."""
+
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        sources: Mapping[str, tuple[str, Converter]],
+        *,
+        tracer: Tracer | None = None,
+    ) -> None:
+        """``sources``: table name (with its prefix) -> (topic name, converter). ``tracer``: each
+        Lambda event in a span of its stream batch (``streams/tracing.py``) and a span per record
+        sent, its context in the record's headers (``events/tracing.py``); None: the process's
+        tracers, if it traces."""
+        self._send = traced_send(producer.send, tracer if tracer is not None else record_tracer())
+        self._tracer = tracer if tracer is not None else stream_tracer()
         self._sources = dict(sources)
 
     def _source(self, record: dict[str, Any]) -> tuple[str, Converter]:
@@ -71,11 +90,20 @@ class RelayBatches:
         """Produce every event of one Lambda event and wait for every acknowledgement; returns how
         many events were produced. Raises on the first failure (the whole batch is retried)."""
         records = event.get("Records", [])
-        outgoing: list[tuple[str, OutgoingRecord]] = []
-        for record in records:
-            topic, convert = self._source(record)  # every record checked before anything is sent
-            outgoing += [(topic, e) for e in self._events(convert, record)]
-        sent = [await self._producer.send(topic, key=e.key, value=e.value, headers=e.headers) for topic, e in outgoing]
-        await asyncio.gather(*sent)  # every event acknowledged before Lambda hears the batch is done
+        with self._span(records):
+            outgoing: list[tuple[str, OutgoingRecord]] = []
+            for record in records:
+                topic, convert = self._source(record)  # every record checked before anything is sent
+                outgoing += [(topic, e) for e in self._events(convert, record)]
+            sent = [await self._send(topic, key=e.key, value=e.value, headers=e.headers) for topic, e in outgoing]
+            await asyncio.gather(*sent)  # every event acknowledged before Lambda hears the batch is done
         log.info("relay_lambda_batch_produced", records=len(records), produced=len(sent))
         return {"records": len(records), "produced": len(sent)}
+
+    def _span(self, records: list[dict[str, Any]]) -> contextlib.AbstractContextManager[object]:
+        """The batch's span, named after the table of its first record (a trigger's batch is of one
+        table's stream); nothing when the process does not trace or the batch is empty."""
+        if self._tracer is None or not records:
+            return contextlib.nullcontext()
+        table = table_of(str(records[0].get("eventSourceARN", "")))
+        return batch_span(self._tracer, table, self.CONSUMER, len(records))

@@ -10,7 +10,7 @@ What a table's records become is its ``Source`` (``relay/sources.py``).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
@@ -22,12 +22,16 @@ from graph_service.domain.fences import FenceRejected
 from graph_service.domain.retry import Backoff
 from graph_service.events.records import OutgoingRecord
 from graph_service.events.topics import TopicWatch
+from graph_service.events.tracing import record_tracer, traced_send
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.reader import ShardReset
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.relay import RelayMetrics
 from relay.log_guard import ACKNOWLEDGEMENT, LogGuard
 from relay.sources import Converter
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["FetchProbe", "Relay"]
 
@@ -101,8 +105,11 @@ class Relay:
         guard: LogGuard | None = None,
         topics: TopicWatch | None = None,
         metrics: RelayMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
-        self._producer = producer
+        """``tracer``: a span per record sent, its context in the record's headers
+        (``events/tracing.py``); None: the process's, if it traces."""
+        self._send = traced_send(producer.send, tracer if tracer is not None else record_tracer())
         self._topic = topic
         self._convert = convert
         self._checkpoints = checkpoints
@@ -145,9 +152,7 @@ class Relay:
             try:
                 sent = []
                 for event in outgoing:
-                    future = await self._producer.send(
-                        self._topic, key=event.key, value=event.value, headers=event.headers
-                    )
+                    future = await self._send(self._topic, key=event.key, value=event.value, headers=event.headers)
                     future.add_done_callback(self._acked)
                     sent.append(future)
                 acks: list[RecordMetadata] = await asyncio.gather(*sent)

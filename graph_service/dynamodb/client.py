@@ -13,7 +13,10 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from graph_service.domain.errors import Unavailable
+from graph_service.dynamodb.observed import CallObserver
 from graph_service.settings import Settings
+from graph_service.telemetry import tracing
+from graph_service.telemetry.backend_calls import DynamoCallMetrics
 
 __all__ = ["AsyncDynamo", "cancellation_codes", "error_code"]
 
@@ -67,24 +70,33 @@ def boto_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 class AsyncDynamo:
-    """``await dynamo.call("get_item", ...)`` for the DynamoDB (or Streams) API."""
+    """``await dynamo.call("get_item", ...)`` for the DynamoDB (or Streams) API; each call timed
+    and counted by operation, and a span of its own when tracing is on (``observed.py``)."""
 
-    def __init__(self, client: Any, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, client: Any, executor: ThreadPoolExecutor, observer: CallObserver | None = None) -> None:
         self.client = client
         self._executor = executor
+        self._observer = observer if observer is not None else CallObserver(client, DynamoCallMetrics())
 
     @classmethod
-    def build(cls, settings: Settings, service: str = "dynamodb") -> AsyncDynamo:
+    def build(
+        cls, settings: Settings, service: str = "dynamodb", *, metrics: DynamoCallMetrics | None = None
+    ) -> AsyncDynamo:
+        """``metrics``: where the calls are counted (the process's registry; default: a private one).
+        Its calls are traced if this process's tracing is on (``telemetry/tracing.py``) when built."""
         client = _client(service, **boto_kwargs(settings))
         executor = ThreadPoolExecutor(settings.dynamodb_max_workers, thread_name_prefix=f"boto-{service}")
-        return cls(client, executor)
+        tracer = tracing.tracer(__name__) if tracing.enabled() else None
+        observer = CallObserver(client, metrics if metrics is not None else DynamoCallMetrics(), tracer)
+        return cls(client, executor, observer)
 
     async def call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         """Run one API call; connection failures and exhausted throttling become ``Unavailable``."""
         method = getattr(self.client, operation)
         loop = asyncio.get_running_loop()
+        observed = self._observer.bind(operation, functools.partial(method, **kwargs), kwargs)
         try:
-            result: dict[str, Any] = await loop.run_in_executor(self._executor, functools.partial(method, **kwargs))
+            result: dict[str, Any] = await loop.run_in_executor(self._executor, observed)
         except ClientError as exc:
             if error_code(exc) in RETRYABLE_STORE_ERRORS:
                 raise Unavailable(f"DynamoDB {operation}: {error_code(exc)}") from exc

@@ -16,42 +16,61 @@ from graph_service.redis_client.connect import build_redis, graph_cache_redis, t
 from graph_service.settings import Settings
 from graph_service.store.cache_leases import DynamoLeaseRegistry
 from graph_service.streams.reader import StreamPacing
+from graph_service.telemetry.backend_calls import RedisCallMetrics
 from graph_service.telemetry.cache import LeaseMetrics, NearCacheMetrics
 from graph_service.timelines.timeline_store import TimelineStore
 
-__all__ = ["build_cache_lease", "build_graph_cache", "build_timelines", "counters_stream", "stream_pacing"]
+__all__ = [
+    "build_cache_lease",
+    "build_graph_cache",
+    "build_near_cache",
+    "build_timelines",
+    "counters_stream",
+    "stream_pacing",
+]
 
 
-def build_graph_cache(settings: Settings, *, near: NearCacheMetrics | None = None) -> GraphCache | None:
-    """The graph cache, or None when caching is switched off (``SG_REDIS_URL`` empty). ``near``: the
-    serving process's near cache too, counted there (not with Redis Cluster, nor with
-    ``SG_NEAR_CACHE_ENTRIES=0``); its invalidation connection opens at the first ``start()``."""
-    redis = graph_cache_redis(settings)
+def build_near_cache(settings: Settings, metrics: NearCacheMetrics) -> NearCache | None:
+    """The serving process's near cache, for ``build_graph_cache``; None without Redis, with Redis
+    Cluster or with ``SG_NEAR_CACHE_ENTRIES=0``. Its invalidation connection opens at the first
+    ``start()``. (Its own function: the other processes never read its settings, and their
+    ``--help`` does not list them.)"""
+    if not settings.redis_url or settings.near_cache_entries < 1 or settings.redis_cluster:
+        return None
+    return NearCache(
+        settings.redis_url,
+        max_entries=settings.near_cache_entries,
+        timeout_seconds=settings.redis_timeout_seconds,  # a fence unanswered this long: the link is lost
+        metrics=metrics,
+    )
+
+
+def build_graph_cache(
+    settings: Settings, *, near: NearCache | None = None, redis_calls: RedisCallMetrics | None = None
+) -> GraphCache | None:
+    """The graph cache, or None when caching is switched off (``SG_REDIS_URL`` empty); with the
+    serving process's ``near`` cache in front (``build_near_cache``); its Redis calls counted in
+    ``redis_calls``."""
+    redis = graph_cache_redis(settings, redis_calls)
     if redis is None:
         return None
-    wanted = near is not None and settings.near_cache_entries > 0 and not settings.redis_cluster
-    near_cache = (
-        NearCache(
-            settings.redis_url,
-            max_entries=settings.near_cache_entries,
-            timeout_seconds=settings.redis_timeout_seconds,  # a fence unanswered this long: the link is lost
-            metrics=near,
-        )
-        if wanted
-        else None
-    )
     return GraphCache(
         redis,
         ttl_seconds=settings.cache_ttl_seconds,
         list_limit=settings.adjacency_cache_limit,
         max_in_flight=settings.redis_max_connections,
-        near=near_cache,
+        near=near,
         trust=TrustCheck(redis),
     )
 
 
 def build_cache_lease(
-    settings: Settings, dynamo: AsyncDynamo, cache: GraphCache, *, metrics: LeaseMetrics | None = None
+    settings: Settings,
+    dynamo: AsyncDynamo,
+    cache: GraphCache,
+    *,
+    metrics: LeaseMetrics | None = None,
+    redis_calls: RedisCallMetrics | None = None,
 ) -> CacheLease | None:
     """The serving process's cache lease (``cache/lease.py``), or None when caching is off. Its own
     Redis client waits half a lease for an answer (a renewal that timed out gives the lease up)."""
@@ -62,14 +81,16 @@ def build_cache_lease(
         settings.redis_url,
         cluster=settings.redis_cluster,
         settings=replace(settings, redis_timeout_seconds=lease_seconds / 2, redis_max_connections=4),
+        metrics=redis_calls,
     )
     registry = DynamoLeaseRegistry(dynamo, settings.table(CHECKPOINTS))
     return CacheLease(redis, registry, lease_seconds=lease_seconds, owes=lambda: cache.owes, metrics=metrics)
 
 
-def build_timelines(settings: Settings) -> TimelineStore | None:
-    """The Redis timelines (``SG_TIMELINE_REDIS_URL`` if set, else next to the caches); None without Redis."""
-    redis = timelines_redis(settings)
+def build_timelines(settings: Settings, *, redis_calls: RedisCallMetrics | None = None) -> TimelineStore | None:
+    """The Redis timelines (``SG_TIMELINE_REDIS_URL`` if set, else next to the caches); None without
+    Redis. ``redis_calls``: where its Redis calls are counted."""
+    redis = timelines_redis(settings, redis_calls)
     if redis is None:
         return None
     return TimelineStore(

@@ -18,16 +18,19 @@ from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache, build_timelines
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
+from graph_service.entrypoints.span_export import export_spans
 from graph_service.events.kafka import client_options, topic_check, topic_names
 from graph_service.events.kinds import KIND_NAMES
 from graph_service.events.topics import TopicWatch
 from graph_service.settings import Settings
 from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
+from graph_service.telemetry.backend_calls import DynamoCallMetrics, RedisCallMetrics
 from graph_service.telemetry.cache import CacheMetrics
 from graph_service.telemetry.fanout import FanoutMetrics
 from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.topics import TopicMetrics
+from graph_service.telemetry.tracing import configure_tracing
 from graph_service.timelines.timeline_store import TimelineStore
 
 __all__ = ["FanoutRuntime", "build_fanout", "fanout_config"]
@@ -69,6 +72,7 @@ class FanoutRuntime:
             await self.cache.aclose()
         self.dynamo.close()
         await self.metrics.aclose()
+        await export_spans()  # the spans still buffered, before the process ends
 
 
 async def build_fanout(
@@ -82,17 +86,19 @@ async def build_fanout(
     runs between a batch's writes and its commit (instrumentation). Its metrics endpoint listens when
     this returns (``PortInUse`` if taken); ``/readyz`` is 503 after ``stale_after`` seconds without an
     answer from the broker."""
-    timelines = build_timelines(settings)
+    configure_tracing("fanout")  # first: the worker and its clients decide when built whether they trace
+    registry = process_registry()
+    redis_calls = RedisCallMetrics(registry)
+    timelines = build_timelines(settings, redis_calls=redis_calls)
     if timelines is None:
         raise RuntimeError("the fanout worker needs Redis: set SG_REDIS_URL")
-    registry = process_registry()
     fanout_metrics = FanoutMetrics(registry, kinds=KIND_NAMES, stale_after=stale_after)
     topics = TopicWatch(topic_check(settings), TopicMetrics(registry))
 
     def readiness() -> str | None:
         return topics.problem() or fanout_metrics.heartbeat.problem()
 
-    dynamo = AsyncDynamo.build(settings)
+    dynamo = AsyncDynamo.build(settings, metrics=DynamoCallMetrics(registry))
     try:
         metrics = await start_metrics_server(metrics_address(settings, "fanout"), registry, readiness)
         try:
@@ -104,7 +110,7 @@ async def build_fanout(
         await timelines.aclose()
         dynamo.close()
         raise
-    cache = build_graph_cache(settings)
+    cache = build_graph_cache(settings, redis_calls=redis_calls)
     followers: FollowerSource = DynamoGraphStore(dynamo, TableNames(settings.table_prefix))
     if cache is not None:
         cache.report_to(CacheMetrics(registry))

@@ -18,16 +18,19 @@ from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import stream_pacing
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
+from graph_service.entrypoints.span_export import export_spans
 from graph_service.events.kafka import client_options, topic_check, topic_names
 from graph_service.events.topics import TopicWatch, end_offsets
 from graph_service.settings import Settings
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.reader import StreamReader
+from graph_service.telemetry.backend_calls import DynamoCallMetrics
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.registry import process_registry
 from graph_service.telemetry.relay import RelayMetrics
 from graph_service.telemetry.streams import StreamMetrics
 from graph_service.telemetry.topics import TopicMetrics
+from graph_service.telemetry.tracing import configure_tracing
 from relay.log_guard import LogGuard
 from relay.relay import Relay
 from relay.sources import SOURCES
@@ -123,12 +126,14 @@ class RelayRuntime:
         self.streams.close()
         await self.metrics.aclose()
         log.info("relay_stopped")
+        await export_spans()  # the spans still buffered, before the process ends
 
 
 async def build_relay(settings: Settings, *, stale_after: float = 30.0) -> RelayRuntime:
     """The relay, not reading yet, and its metrics endpoint, listening (``PortInUse`` if taken);
     ``/readyz`` is 503 once a stream reader or one of its shards made no progress for ``stale_after`` seconds,
     and while a topic is missing or mis-sized."""
+    configure_tracing("relay")  # first: the readers and relays decide when built whether they trace
     registry = process_registry()
     stream_metrics = StreamMetrics(registry, stale_after=stale_after)
     topic_metrics = TopicMetrics(registry)
@@ -138,10 +143,11 @@ async def build_relay(settings: Settings, *, stale_after: float = 30.0) -> Relay
         return topics.problem() or stream_metrics.problem()
 
     metrics = await start_metrics_server(metrics_address(settings, "relay"), registry, readiness)
+    dynamo_calls = DynamoCallMetrics(registry)
     return RelayRuntime(
         settings,
-        AsyncDynamo.build(settings),
-        AsyncDynamo.build(settings, "dynamodbstreams"),
+        AsyncDynamo.build(settings, metrics=dynamo_calls),
+        AsyncDynamo.build(settings, "dynamodbstreams", metrics=dynamo_calls),
         AIOKafkaProducer(**client_options(settings), acks="all", linger_ms=5),
         stream_metrics,
         RelayMetrics(registry),

@@ -22,9 +22,15 @@ from graph_service.domain.account_ports import AccountForgetting, AccountStates
 from graph_service.domain.ports import GraphChanges, GraphReads, ListReads, RelationshipReads
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
-from graph_service.entrypoints.components import build_cache_lease, build_graph_cache, build_timelines
+from graph_service.entrypoints.components import (
+    build_cache_lease,
+    build_graph_cache,
+    build_near_cache,
+    build_timelines,
+)
 from graph_service.entrypoints.metrics_http import MetricsServer, metrics_address, start_metrics_server
 from graph_service.entrypoints.rule_limits import rule_limits
+from graph_service.entrypoints.span_export import export_spans
 from graph_service.limits.follow_budget import RedisFollowBudget, Unlimited
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.rules.graph import graph_rules
@@ -33,7 +39,9 @@ from graph_service.rules.suggestions import Suggester
 from graph_service.settings import Settings
 from graph_service.store.account_store import DynamoAccounts
 from graph_service.store.graph_store import DynamoGraphStore
+from graph_service.telemetry import tracing
 from graph_service.telemetry.account_jobs import AccountJobMetrics
+from graph_service.telemetry.backend_calls import DynamoCallMetrics, RedisCallMetrics
 from graph_service.telemetry.cache import CacheMetrics, LeaseMetrics, NearCacheMetrics
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.registry import process_registry
@@ -101,11 +109,11 @@ async def close_all(closers: list[Closer]) -> None:
             log.warning("adapter_close_failed", closer=getattr(close, "__qualname__", repr(close)), error=repr(exc))
 
 
-def _budget(settings: Settings, limits: LimitMetrics) -> RedisFollowBudget | None:
+def _budget(settings: Settings, limits: LimitMetrics, redis_calls: RedisCallMetrics) -> RedisFollowBudget | None:
     """The follow rate limit's ledger, in the graph cache's Redis; None when the limit is off."""
     if not settings.follow_rate_limit:
         return None
-    redis = graph_cache_redis(settings)
+    redis = graph_cache_redis(settings, redis_calls)
     if redis is None:
         log.warning("follow_rate_limit_off", reason="no Redis (SG_REDIS_URL is empty)")
         return None
@@ -130,6 +138,9 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
     )
     if callers is None:
         log.warning("auth_off", hint="every caller may call every RPC; set SG_AUTH_TOKENS_FILE")
+    # Before any client is built: each asks once, when built, whether to make spans. In every
+    # process of SG_SERVE_PROCESSES too (each is a `serve --worker` process that builds itself here).
+    tracing.configure_tracing("serve")
     registry = process_registry()
     serving: list[GrpcServer] = []
 
@@ -140,13 +151,16 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
 
     metrics = await start_metrics_server(metrics_address(settings, "serve"), registry, not_ready)
     limits = LimitMetrics(registry)
-    dynamo = AsyncDynamo.build(settings)
+    dynamo = AsyncDynamo.build(settings, metrics=DynamoCallMetrics(registry))
+    redis_calls = RedisCallMetrics(registry)
     tables = TableNames(settings.table_prefix)
     store = DynamoGraphStore(dynamo, tables)
     accounts = DynamoAccounts(dynamo, tables)
     states: AccountStates = accounts
-    cache = build_graph_cache(settings, near=NearCacheMetrics(registry))
-    timelines = build_timelines(settings)
+    cache = build_graph_cache(
+        settings, near=build_near_cache(settings, NearCacheMetrics(registry)), redis_calls=redis_calls
+    )
+    timelines = build_timelines(settings, redis_calls=redis_calls)
     closers: list[Closer] = []
     lease: CacheLease | None = None
     changes: GraphChanges = NoGraphCache()
@@ -157,7 +171,7 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
         cache.report_to(CacheMetrics(registry))
         cache.start()
         cached = CachedGraphReads(store, cache)
-        lease = build_cache_lease(settings, dynamo, cache, metrics=LeaseMetrics(registry))
+        lease = build_cache_lease(settings, dynamo, cache, metrics=LeaseMetrics(registry), redis_calls=redis_calls)
         changes, reads, relationships, bulk_lists = CacheWriteThrough(cache, lease), cached, cached, cached.cold()
         states = CachedAccountStates(accounts, cache)
         closers += [cached.aclose, cache.aclose]  # fills stop first; then owed invalidations are tried once more
@@ -167,10 +181,10 @@ async def build_server(settings: Settings, *, shared_port: bool = False) -> Serv
             await lease.first_lease()
     if timelines is not None:
         closers.append(timelines.aclose)
-    budget = _budget(settings, limits)
+    budget = _budget(settings, limits, redis_calls)
     if budget is not None:
         closers.append(budget.aclose)
-    closers += [_closing(dynamo), metrics.aclose]
+    closers += [_closing(dynamo), metrics.aclose, export_spans]  # the spans of the whole stop, last
     bounds = rule_limits(settings)
     suggester = Suggester(reads, bulk_lists, relationships, cache, bounds, states)
     graph = graph_rules(

@@ -25,6 +25,8 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from graph_service.redis_client.observed import observe
+
 __all__ = ["evalsha_calls", "evalsha_each_key", "script_calls"]
 
 BATCH_TIMEOUT_FACTOR = 4
@@ -82,6 +84,11 @@ async def script_calls(
 
 
 async def _send_and_read(redis: Redis, payload: bytes, count: int, *, keep: bool, timeouts: int) -> list[Any]:
+    """One write of ``count`` commands and their replies: one ``PIPELINE`` call to the metrics and traces."""
+    return await observe(redis, "PIPELINE", _round_trip(redis, payload, count, keep=keep, timeouts=timeouts), count)
+
+
+async def _round_trip(redis: Redis, payload: bytes, count: int, *, keep: bool, timeouts: int) -> list[Any]:
     pool = redis.connection_pool
     connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
     timeout = connection.socket_timeout

@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from botocore.exceptions import ClientError
@@ -30,8 +30,12 @@ from graph_service.dynamodb.tables import TableNames
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.held_leases import HeldLeases
 from graph_service.streams.leases import LeaseView, ShardLeases, fair_share
+from graph_service.streams.tracing import stream_tracer, table_of_arn, traced_handler
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.streams import ConsumerMetrics, StreamMetrics
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["RecordHandler", "ShardReset", "StreamPacing", "StreamReader", "stream_arn"]
 
@@ -105,12 +109,20 @@ class StreamReader:
         poll_seconds: float,
         refresh_seconds: float,
         metrics: ConsumerMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        """``tracer``: each batch handled in a span of it (``streams/tracing.py``); None: the
+        process's, if it traces."""
         self._streams = streams
         self.metrics = metrics if metrics is not None else StreamMetrics().consumer("stream")
         self._arn = stream_arn
         self._checkpoints = checkpoints
-        self._handler = handler
+        self._handler = traced_handler(
+            handler,
+            tracer if tracer is not None else stream_tracer(),
+            table=table_of_arn(stream_arn),
+            consumer=checkpoints.consumer,
+        )
         self._held = HeldLeases(leases, self.metrics)
         self._poll = poll_seconds
         self._refresh = refresh_seconds

@@ -19,12 +19,14 @@ default); another protocol is refused at start rather than silently exporting no
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+if TYPE_CHECKING:  # the SDK's tracing is imported only when tracing is on (about 0.1 s of a start otherwise)
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["TracingConfigError", "configure_tracing", "enabled", "exporter_names", "shutdown_tracing", "tracer"]
 
@@ -55,6 +57,8 @@ def exporter_names(environ: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
     if name == "console":
         return ConsoleSpanExporter()
     protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
@@ -77,6 +81,11 @@ def configure_tracing(process: str, environ: Mapping[str, str] | None = None) ->
         return False
     if "provider" in _state:
         return True
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     processors: list[SpanProcessor] = [BatchSpanProcessor(_exporter(name, env)) for name in names]
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: f"socialgraph-{process}"}
     provider = TracerProvider(resource=Resource.create(attributes))
@@ -94,12 +103,22 @@ def enabled() -> bool:
 
 def tracer(name: str) -> trace.Tracer:
     """The tracer of module ``name`` (its instrumentation scope)."""
+    from opentelemetry import trace
+
     return trace.get_tracer(name)
 
 
-def shutdown_tracing(timeout_seconds: float = 5.0) -> None:
-    """Export the spans still buffered, then stop (a process's last step; no-op when off)."""
+def shutdown_tracing(timeout_seconds: float = 5.0) -> bool:
+    """Export the spans still buffered, then stop (a process's last step; no-op when off). Waits at
+    most ``timeout_seconds``: a collector that does not answer must not hold a stop past its grace
+    (the SDK's own flush ignores its timeout, and its exporter retries for up to
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``). False when the wait ran out (what was still buffered is lost)."""
     provider = _state.get("provider")
-    if provider is not None:
-        provider.force_flush(int(timeout_seconds * 1000))
-        provider.shutdown()
+    if provider is None:
+        return True
+    # The provider's shutdown stops taking spans at once, so the SDK's own shutdown at exit returns
+    # at once too; its batch worker exports the rest on its daemon thread, which exit does not wait for.
+    stopping = threading.Thread(target=provider.shutdown, name="tracing-shutdown", daemon=True)
+    stopping.start()
+    stopping.join(timeout_seconds)
+    return not stopping.is_alive()
