@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from graph_service.api.auth import Authenticator, required_scope
 from graph_service.api.error_mapping import internal_status, to_grpc_status
-from graph_service.domain.errors import DomainError, MalformedRequest, OpaqueError
+from graph_service.api.stream_metrics import aborted_code, metered_stream
+from graph_service.domain.errors import Code, DomainError, MalformedRequest, OpaqueError
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.limits import LimitMetrics
 from graph_service.telemetry.rpc import MethodMetrics, RpcMetrics
@@ -25,6 +26,7 @@ __all__ = ["REQUEST_ID_HEADER", "RequestInterceptor"]
 
 REQUEST_ID_HEADER = "x-request-id"
 log = structlog.get_logger("graph_service.rpc")
+_STATUS_OF = {code: grpc.StatusCode[code.name] for code in Code}
 
 
 def _request_id(context: Any) -> str:
@@ -82,23 +84,19 @@ def _quiet(outcome: str) -> bool:
     return outcome in ("OK", MalformedRequest.reason)
 
 
-def _code_name(context: Any) -> str:
-    """The status code a handler aborted the call with itself (``context.abort``), by name."""
-    code = context.code() if hasattr(context, "code") else None
-    return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
-
-
 class RequestInterceptor(_Interceptor):
     """Binds a request ID to the logs, echoes it to the caller (in the trailers; a refusal's headers
     too), checks the caller's token and scope (when ``authenticator`` is given), binds the caller's
     name to the logs, counts and times the call (by method, status code name and caller) and a
-    limit's refusal, and maps errors to statuses.
+    limit's refusal, and maps errors to statuses. A unary call counts one message received, and one
+    sent if it succeeded (as go-grpc-prometheus does).
 
     An ``OpaqueError`` (a malformed body, the store or Redis unavailable) answers the caller with a
     fixed sentence; its detail goes to the log through ``failures``: one line per reason per
     interval, with a count, so a flood of bad bodies or an outage is a few lines, not one a call.
 
-    Streaming RPCs (health's Watch, reflection) are passed through unmeasured: ours are all unary."""
+    Streaming RPCs (health's Watch, reflection; ours are all unary) are open services: counted
+    (``api/stream_metrics.py``), not checked."""
 
     def __init__(
         self,
@@ -122,16 +120,18 @@ class RequestInterceptor(_Interceptor):
         handler = await continuation(details)
         if handler is None:
             return handler
-        if handler.unary_unary is None:
-            # Health's Watch and reflection are streams and stay open. A streaming RPC of ours
-            # would skip the caller check below, so with auth on it is not served at all.
-            if self._authenticator is not None and required_scope(details.method) is not None:
-                return None  # type: ignore[return-value]  # None is gRPC's "not served"; grpc-stubs omit it
-            return handler
+        # Health's Watch and reflection are streams and stay open. A streaming RPC of ours would
+        # skip the caller check below, so with auth on it is not served at all.
+        is_stream = handler.unary_unary is None
+        if is_stream and self._authenticator is not None and required_scope(details.method) is not None:
+            return None  # type: ignore[return-value]  # None is gRPC's "not served"; grpc-stubs omit it
         cached = self._wrapped.get(details.method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = self._wrap(details.method, handler)
+        if is_stream:
+            wrapped = metered_stream(details.method, handler, self._metrics)
+        else:
+            wrapped = self._wrap(details.method, handler)
         self._wrapped[details.method] = (handler, wrapped)
         return wrapped
 
@@ -149,7 +149,7 @@ class RequestInterceptor(_Interceptor):
             request_id = _request_id(context)
             started = time.perf_counter()
             outcome = "OK"
-            code = "OK"
+            code = grpc.StatusCode.OK
             caller: str | None = None
             counted: MethodMetrics | None = None
             with structlog.contextvars.bound_contextvars(request_id=request_id, method=method):
@@ -164,6 +164,7 @@ class RequestInterceptor(_Interceptor):
                         structlog.contextvars.bind_contextvars(caller=caller)
                     counted = rpc_metrics.of(method, caller or "")
                     counted.start()
+                    counted.received()
                     if known is not None:
                         Authenticator.authorize(known, method)
                     if isinstance(request, MalformedRequest):  # after the caller check: strangers learn nothing
@@ -171,19 +172,22 @@ class RequestInterceptor(_Interceptor):
                     return await inner(request, context)
                 except DomainError as error:
                     outcome = error.reason
-                    code = error.code.value
+                    code = _STATUS_OF[error.code]
                     limits.refusal(outcome, caller or "")
                     if isinstance(error, OpaqueError):
                         failures.failure(outcome.lower(), outcome, error=str(error))
                     await _refuse(context, to_grpc_status(error), request_id)
                 except asyncio.CancelledError:
-                    outcome = code = "CANCELLED"  # the caller went away (or its deadline passed)
+                    code = grpc.StatusCode.CANCELLED  # the caller went away (or its deadline passed)
+                    outcome = code.name
                     raise
                 except Exception as error:
                     if isinstance(error, grpc.aio.AbortError):
-                        outcome = code = _code_name(context)
+                        code = aborted_code(context)
+                        outcome = code.name
                         raise
-                    outcome = code = "INTERNAL"
+                    code = grpc.StatusCode.INTERNAL
+                    outcome = code.name
                     log.exception("rpc_failed")
                     await _refuse(context, internal_status(request_id), request_id)
                 finally:
@@ -191,7 +195,10 @@ class RequestInterceptor(_Interceptor):
                     if counted is None:  # refused before the call was counted as started (no or bad token)
                         counted = rpc_metrics.of(method, caller or "")
                         counted.start()
+                        counted.received()
                     counted.finish(code, seconds)
+                    if code is grpc.StatusCode.OK:
+                        counted.sent()
                     # Successful calls log at debug (a line per call is costly at 10k calls/s); failures at info.
                     report = log.debug if _quiet(outcome) else log.info
                     report("rpc", outcome=outcome, ms=round(seconds * 1000, 3))

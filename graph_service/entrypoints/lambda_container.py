@@ -5,19 +5,32 @@ loop they live on) is built at the first invocation and reused, and built again 
 configuration read from the environment changes. It is kept per thread, so a process that calls a
 handler from several threads at once (the tests, standing for several containers) works too. A bad
 configuration is logged as JSON, like every other line, and fails the invocation.
+
+Each invocation's figures are written as one CloudWatch Embedded Metric Format line
+(``lambda_invocation``; ``graph_service/telemetry/lambda_invocations.py``), failed invocations included.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
 from graph_service.settings import Settings, SettingsError
+from graph_service.telemetry.lambda_invocations import LambdaInvocation
 
-__all__ = ["ContainerRuntime", "LambdaContainer"]
+__all__ = ["ContainerRuntime", "LambdaContainer", "lambda_invocation"]
+
+
+def lambda_invocation(event: Mapping[str, Any], context: Any, component: str) -> LambdaInvocation:
+    """The metrics of one invocation of ``component`` (``counters``, ``relay``), under the function's
+    name: the Lambda context's, else ``AWS_LAMBDA_FUNCTION_NAME``, else ``component``."""
+    name = getattr(context, "function_name", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or component
+    request_id = getattr(context, "aws_request_id", None) or ""
+    return LambdaInvocation(str(name), component, event, request_id=str(request_id))
 
 
 class ContainerRuntime(Protocol):

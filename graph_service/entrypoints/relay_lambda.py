@@ -7,25 +7,53 @@ function per table: each record says which table it comes from). The producer (a
 event loop it lives on are built once per container and reused by every invocation; they are built
 again only if the configuration read from the environment changes. Its work is
 ``relay/lambda_batches.py``.
+
+Each invocation writes its figures as one CloudWatch Embedded Metric Format line on stdout
+(``LambdaInvocation``): the common ones, and ``EventsProduced`` (acknowledged by Kafka) and
+``RecordsSkipped`` (records that could not make an event), the figures of ``socialgraph relay``'s
+``/metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from graph_service.entrypoints.lambda_container import LambdaContainer
+from graph_service.entrypoints.lambda_container import LambdaContainer, lambda_invocation
 from graph_service.entrypoints.logging import configure_logging
+from graph_service.entrypoints.span_export import flush_spans
 from graph_service.events.kafka import client_options, topic_names
 from graph_service.settings import Settings
+from graph_service.telemetry.tracing import configure_tracing
 from relay.lambda_batches import RelayBatches
-from relay.sources import SOURCES
+from relay.sources import SOURCES, Converter
 
-__all__ = ["RelayLambdaRuntime", "build_relay_lambda", "handler", "relay_batches"]
+__all__ = ["FIGURES", "RelayLambdaRuntime", "SkippedRecords", "build_relay_lambda", "handler", "relay_batches"]
+
+FIGURES = {"produced": "EventsProduced", "skipped": "RecordsSkipped"}
+"""What ``RelayLambdaRuntime.invoke`` answers -> its metric in the invocation's EMF line."""
+
+
+class SkippedRecords:
+    """Records whose conversion failed: ``RelayBatches`` skips them (logged as ``relay_record_skipped``)
+    and goes on. Counted by wrapping each source's converter."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def counting(self, convert: Converter) -> Converter:
+        def converted(record: dict[str, Any]) -> Any:
+            try:
+                return convert(record)
+            except (KeyError, TypeError, ValueError):  # what RelayBatches skips; anything else fails the batch
+                self.count += 1
+                raise
+
+        return converted
 
 
 @dataclass
@@ -34,10 +62,14 @@ class RelayLambdaRuntime:
     loop: asyncio.AbstractEventLoop
     producer: AIOKafkaProducer
     batches: RelayBatches
+    skipped: SkippedRecords = field(default_factory=SkippedRecords)
 
     def invoke(self, event: dict[str, Any]) -> dict[str, int]:
-        """One event, on the container's loop; returns once every event is acknowledged."""
-        return self.loop.run_until_complete(self.batches.produce(event))
+        """One event, on the container's loop; returns once every event is acknowledged, with how
+        many records it had, how many events were produced and how many records were skipped."""
+        before = self.skipped.count
+        done = self.loop.run_until_complete(self.batches.produce(event))
+        return {**done, "skipped": self.skipped.count - before}
 
     def close(self) -> None:
         """The producer stopped (what it still holds is sent first), then the loop closed."""
@@ -47,16 +79,23 @@ class RelayLambdaRuntime:
             self.loop.close()
 
 
-def relay_batches(producer: AIOKafkaProducer, settings: Settings) -> RelayBatches:
+def relay_batches(
+    producer: AIOKafkaProducer, settings: Settings, skipped: SkippedRecords | None = None
+) -> RelayBatches:
     """The work of the function: the table of every source (with SG_TABLE_PREFIX) -> its topic (as
-    configured) and converter, the same as the ``socialgraph relay`` process."""
+    configured) and converter, the same as the ``socialgraph relay`` process; ``skipped`` counts the
+    records that could not be converted."""
     topics = topic_names(settings)
-    return RelayBatches(producer, {settings.table(s.table): (topics[s.topic], s.convert) for s in SOURCES})
+    skipped = skipped if skipped is not None else SkippedRecords()
+    return RelayBatches(
+        producer, {settings.table(s.table): (topics[s.topic], skipped.counting(s.convert)) for s in SOURCES}
+    )
 
 
 def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
     """The container's loop and a started producer; ``RuntimeError`` if Kafka cannot be reached
     (the invocation fails and the next one builds again)."""
+    configure_tracing("relay")  # first: the batches decide when built whether they trace
     loop = asyncio.new_event_loop()
 
     async def start() -> AIOKafkaProducer:
@@ -73,7 +112,8 @@ def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
     except BaseException:
         loop.close()
         raise
-    return RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings))
+    skipped = SkippedRecords()
+    return RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings, skipped), skipped)
 
 
 _container: LambdaContainer[RelayLambdaRuntime] = LambdaContainer()
@@ -82,6 +122,13 @@ _container: LambdaContainer[RelayLambdaRuntime] = LambdaContainer()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point. Raising makes Lambda retry the batch: at least once, which the fanout's
     idempotent merge makes safe."""
-    runtime = _container.current(build_relay_lambda, configure_logging)
-    runtime.invoke(event)
-    return {"batchItemFailures": []}
+    with lambda_invocation(event, context, "relay") as invocation:
+        runtime = _container.current(build_relay_lambda, configure_logging)
+        try:
+            done = runtime.invoke(event)
+        finally:
+            flush_spans()  # before the container is frozen
+        invocation.count_each(done, FIGURES)
+        response: dict[str, Any] = {"batchItemFailures": []}
+        invocation.answered(response)
+        return response

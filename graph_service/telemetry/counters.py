@@ -20,3 +20,8 @@ class CountersMetrics:
             "Cache repairs owed because Redis failed (stored next to the checkpoints, settled when Redis answers).",
             registry=registry,
         )
+
+    def owed(self) -> float:
+        """The repairs owed now (what ``socialgraph_counters_repair_debts`` reads)."""
+        (family,) = self.debts.collect()
+        return float(family.samples[0].value)

@@ -1,4 +1,4 @@
-"""One registry per process: what its ``/metrics`` endpoint serves."""
+"""One registry per process: what its ``/metrics`` endpoint serves, build info included."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from graph_service.telemetry.build_info import register_build_info
+
 __all__ = ["process_registry"]
 
 
 def process_registry() -> CollectorRegistry:
-    """A fresh registry holding the standard process, Python platform and GC collectors.
+    """A fresh registry holding the standard process, Python platform and GC collectors, and
+    ``socialgraph_build_info`` (``build_info.py``).
 
     Not the global default registry: a test process builds many runtimes, and each must report
     only its own counts (the standard collectors read the OS and are cheap to repeat).
@@ -26,4 +29,5 @@ def process_registry() -> CollectorRegistry:
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
+    register_build_info(registry)
     return registry

@@ -346,3 +346,22 @@ def test_the_image_health_check_probes_serve_and_counters(running: Running) -> N
     for target in (running.serve, running.counters):
         checked = podman("healthcheck", "run", target.name)
         assert checked.returncode == 0, f"{target.name}: {checked.stdout}{checked.stderr}\n{target.log()}"
+
+
+def test_the_image_names_the_commit_it_was_built_from_and_its_processes_report_it(
+    image: Image, running: Running
+) -> None:
+    """``SG_BUILD_COMMIT`` and the revision label are this checkout's HEAD (``-dirty`` when the
+    packaged sources have changes not committed); the counters process in its container reports
+    that build in ``socialgraph_build_info``."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+    commit = image.env["SG_BUILD_COMMIT"]
+    assert commit in {head.stdout.strip(), f"{head.stdout.strip()}-dirty"}
+    assert image.config["Config"]["Labels"]["org.opencontainers.image.revision"] == commit
+    connection = http.client.HTTPConnection("127.0.0.1", running.counters_metrics_port, timeout=5)
+    try:
+        connection.request("GET", "/metrics")
+        scraped = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    assert f'socialgraph_build_info{{commit="{commit}",version="{package_version()}"}} 1.0' in scraped

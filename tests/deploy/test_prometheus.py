@@ -29,6 +29,7 @@ from socialgraph_devstack.processes import ManagedProcess, free_port, spawn
 
 from graph_service.api.callers import caller_entry, mint_token
 from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
+from graph_service.entrypoints.cli import package_version
 from graph_service.entrypoints.counters import build_counters
 from graph_service.entrypoints.fanout import build_fanout
 from graph_service.entrypoints.relay import build_relay
@@ -45,6 +46,9 @@ RULE_TESTS = REPO / "deploy" / "prometheus" / "rules_test.yaml"
 DASHBOARD = REPO / "deploy" / "grafana" / "socialgraph.json"
 OPERATING = REPO / "docs" / "operating.md"
 JOBS = ("serve", "counters", "relay", "fanout")
+BACKEND_CALLS_BY_JOB = (
+    "sum by (job) (socialgraph_dynamodb_call_seconds_count) or sum by (job) (socialgraph_redis_call_seconds_count)"
+)
 """The job names the rules expect (the PodMonitor's, deploy/kubernetes/components/prometheus-operator)."""
 REMEDY = "install Debian's prometheus package: ./scripts/test does (socialgraph_devstack.install.ensure_test_tools)"
 GRAFANA_VARIABLES = re.compile(r"\$\{?(__rate_interval|__interval|__range)\}?")
@@ -358,7 +362,8 @@ async def test_every_dashboard_query_and_rule_reads_what_the_processes_export(
     made, scraped, and made again (counters' series appear at their first value: a rate needs a
     second); once Prometheus has scraped the four after the fanout applied the follows and
     evaluated the rules since, every panel query and recording rule returns data, every selector
-    of every expression returns series, every label named exists, and every rule evaluates."""
+    of every expression returns series, every label named exists, and every rule evaluates. Each of
+    the four jobs reports the build it runs (``socialgraph_build_info``) and its DynamoDB and Redis calls."""
     token = mint_token()
     callers = tmp_path / "callers.toml"
     callers.write_text(caller_entry("app", ["read", "write"], token), encoding="utf-8")
@@ -385,4 +390,10 @@ async def test_every_dashboard_query_and_rule_reads_what_the_processes_export(
             lambda: asyncio.to_thread(metrics.rule_groups), lambda groups: evaluated_after(groups, scraped)
         )
         problems = await asyncio.to_thread(every_problem, metrics)
+        builds = await asyncio.to_thread(metrics.query, "socialgraph_build_info")
+        backend_calls = await asyncio.to_thread(metrics.query, BACKEND_CALLS_BY_JOB)
     assert not problems, "\n".join(problems)
+    assert sorted(item["metric"]["job"] for item in builds) == sorted(JOBS)
+    # Every process counts its DynamoDB and Redis calls where its endpoint serves them.
+    assert sorted(item["metric"]["job"] for item in backend_calls if float(item["value"][1]) > 0) == sorted(JOBS)
+    assert {(item["metric"]["version"], item["value"][1]) for item in builds} == {(package_version(), "1")}

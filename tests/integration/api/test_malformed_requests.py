@@ -78,7 +78,7 @@ async def test_an_undecodable_body_is_invalid_argument_malformed_request(
         assert dict(await call.initial_metadata())[REQUEST_ID_HEADER] == "malformed-1"
         assert dict(await call.trailing_metadata())[REQUEST_ID_HEADER] == "malformed-1"
     counted = (await scrape(server.metrics_port)).value(
-        "grpc_server_handled_total", grpc_method="IsFollowing", grpc_code="INVALID_ARGUMENT"
+        "grpc_server_handled_total", grpc_method="IsFollowing", grpc_code="InvalidArgument"
     )
     assert counted == len(GARBAGE)
 

@@ -16,6 +16,7 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from graph_service.entrypoints import lambda_handler
 from graph_service.entrypoints.lambda_handler import handler
 from graph_service.settings import Settings, SettingsError
+from tests.support.emf import emf_lines, metrics_of
 from tests.support.graph_calls import cached_counts
 
 EVENT_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "followers_stream_event.json"
@@ -182,3 +183,22 @@ async def test_a_bad_setting_fails_the_invocation_after_logging_it_as_json(
         await invoke(load_event())
     assert logging_levels == ["info"]
     assert [(e["event"], e["log_level"]) for e in logs] == [("bad_configuration", "error")]
+
+
+async def test_each_invocation_writes_its_figures_as_one_emf_line(
+    lambda_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fixture's first six records (three follows, each an E# and a T# record), then the same
+    again (a Lambda retry): three changes applied, then three skipped as replays; no repair owed,
+    no failure, every record read."""
+    records = load_event()["Records"][:6]
+    await invoke(batch(records))
+    await invoke(batch(records))
+    first, again = emf_lines(capsys.readouterr().out)
+    assert first["Function"] == "counters"  # no Lambda context here: named by its component
+    wanted = {"RecordsRead": 6, "RepairDebts": 0, "BatchItemFailures": 0, "InvocationFailures": 0}
+    for document, applied, skipped in ((first, 3, 0), (again, 0, 3)):
+        figures = {name: value for name, (value, _) in metrics_of(document).items()}
+        assert figures.pop("DurationMilliseconds") > 0
+        assert figures.pop("StreamLagSeconds") > 0
+        assert figures == {**wanted, "ChangesApplied": applied, "ReplaysSkipped": skipped}

@@ -16,6 +16,8 @@ from graph_service.dynamodb.tables import FOLLOWERS, TWEETS
 from graph_service.entrypoints import relay_lambda
 from graph_service.events.kafka import client_options
 from graph_service.settings import Settings
+from relay.lambda_batches import UnknownSource
+from tests.support.emf import emf_lines, metrics_of
 from tests.support.polling import eventually
 from tests.support.runtimes import make_settings, on_topics_of_its_own
 
@@ -126,3 +128,41 @@ def close_container() -> None:
     relay_lambda._container.runtime = None
     if runtime is not None:
         runtime.close()
+
+
+async def test_each_invocation_writes_its_figures_as_one_emf_line(
+    lambda_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recorded event: every record read, the seven events produced, none skipped, no failure,
+    under the function's name; then one record of a table the relay does not read fails the
+    invocation, and that is counted too."""
+    loop = asyncio.get_running_loop()
+    event = recorded_event(lambda_env)
+    stranger = {**event["Records"][0], "eventSourceARN": stream_arn("elsewhere")}
+    with ThreadPoolExecutor(max_workers=1) as container:
+        try:
+            await loop.run_in_executor(container, relay_lambda.handler, event, Context())
+            with pytest.raises(UnknownSource):
+                await loop.run_in_executor(container, relay_lambda.handler, {"Records": [stranger]}, Context())
+        finally:
+            await loop.run_in_executor(container, close_container)
+    done, failed = emf_lines(capsys.readouterr().out)
+    assert done["Function"] == failed["Function"] == "sg-relay"
+    figures = {name: value for name, (value, _) in metrics_of(done).items()}
+    assert figures.pop("DurationMilliseconds") > 0
+    assert figures.pop("StreamLagSeconds") > 0
+    assert figures == {
+        "RecordsRead": len(event["Records"]),
+        "EventsProduced": 7,
+        "RecordsSkipped": 0,
+        "BatchItemFailures": 0,
+        "InvocationFailures": 0,
+    }
+    assert metrics_of(failed)["InvocationFailures"] == (1, "Count")
+
+
+class Context:
+    """The Lambda context, as far as the handler reads it."""
+
+    function_name = "sg-relay"
+    aws_request_id = "req-1"

@@ -65,10 +65,10 @@ async def test_each_outcome_is_counted_under_its_code_name_and_limits_by_reason(
             await call(interceptor, raising(error), ServicerContext())
     with pytest.raises(asyncio.CancelledError):
         await call(interceptor, raising(asyncio.CancelledError()), ServicerContext())
-    counts = {code: handled(registry, code) for code in ("OK", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION")}
-    assert counts == {"OK": 1, "RESOURCE_EXHAUSTED": 1, "FAILED_PRECONDITION": 2}
-    assert handled(registry, "INTERNAL") == 1
-    assert handled(registry, "CANCELLED") == 1
+    counts = {code: handled(registry, code) for code in ("OK", "ResourceExhausted", "FailedPrecondition")}
+    assert counts == {"OK": 1, "ResourceExhausted": 1, "FailedPrecondition": 2}
+    assert handled(registry, "Internal") == 1
+    assert handled(registry, "Canceled") == 1
     refused = registry.get_sample_value
     assert refused("socialgraph_follows_refused_total", {"reason": "RATE_LIMITED", "caller": ""}) == 1
     assert refused("socialgraph_follows_refused_total", {"reason": "FOLLOW_LIMIT", "caller": ""}) == 2
@@ -81,8 +81,8 @@ async def test_a_caller_refused_before_it_is_known_is_counted_as_started_under_n
     for metadata in [(), (("authorization", f"Bearer {TOKEN}"),)]:
         with pytest.raises(grpc.aio.AbortError):
             await call(interceptor, ok, ServicerContext(metadata))
-    assert handled(registry, "UNAUTHENTICATED") == 1
-    assert handled(registry, "PERMISSION_DENIED", caller="feed") == 1  # a reader calling a write RPC
+    assert handled(registry, "Unauthenticated") == 1
+    assert handled(registry, "PermissionDenied", caller="feed") == 1  # a reader calling a write RPC
     started = registry.get_sample_value
     base = {"grpc_type": "unary", "grpc_service": "socialgraph.v1.SocialGraphService", "grpc_method": "Follow"}
     assert started("grpc_server_started_total", {**base, "caller": ""}) == 1

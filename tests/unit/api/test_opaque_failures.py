@@ -87,7 +87,7 @@ async def test_the_deserializer_never_raises_and_still_decodes_good_bodies() -> 
 
 async def test_a_malformed_body_is_invalid_argument_with_a_fixed_sentence_and_counted() -> None:
     """The handler never runs; the caller gets INVALID_ARGUMENT / MALFORMED_REQUEST and a sentence
-    naming nothing inside the server; the call is counted under INVALID_ARGUMENT."""
+    naming nothing inside the server; the call is counted under InvalidArgument."""
     registry = CollectorRegistry()
     status = await answer(await wrap(RequestInterceptor(metrics=RpcMetrics(registry))), GARBAGE, ServicerContext())
     assert status.code == grpc.StatusCode.INVALID_ARGUMENT
@@ -100,7 +100,7 @@ async def test_a_malformed_body_is_invalid_argument_with_a_fixed_sentence_and_co
         "grpc_service": "socialgraph.v1.SocialGraphService",
         "grpc_method": "Follow",
         "caller": "",
-        "grpc_code": "INVALID_ARGUMENT",
+        "grpc_code": "InvalidArgument",
     }
     assert registry.get_sample_value("grpc_server_handled_total", labels) == 1
 
