@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.11 and installs the project, its client and its development stack
-# (pinned by requirements/constraints.txt).
+# Creates .venv with Python 3.11 or newer ($PYTHON, else python3.11, else python3) and installs the
+# project, its client and its development stack (pinned by requirements/constraints.txt).
 # Idempotent: reinstalls only when a dependency file changed. Sourced by scripts/stack and scripts/test.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-  echo "socialgraph needs Python 3.11 (found: $("$PYTHON" --version 2>&1))" >&2
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))'; then
+  echo "socialgraph needs Python 3.11 or newer (found: $("$PYTHON" --version 2>&1); set PYTHON to another)" >&2
   exit 1
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib
 import json
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from graph_service.entrypoints.exits import Exit, classify
 from graph_service.entrypoints.logging import configure_logging
 from graph_service.entrypoints.runtime import Runtime, run_until_signal
 from graph_service.entrypoints.settings_help import settings_epilog
+from graph_service.entrypoints.settings_reads import settings_read_by
 from graph_service.settings import Settings, SettingsError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -157,49 +159,25 @@ def _post_arguments(parser: argparse.ArgumentParser) -> None:
 Handler = Callable[[Settings, argparse.Namespace], int]
 Arguments = Callable[[argparse.ArgumentParser], None]
 
-# The settings each command reads, by what it talks to (listed in each command's --help).
-LOGS = ("log_level",)
-DYNAMODB = ("dynamodb_endpoint", "aws_region", "table_prefix", "dynamodb_max_workers")
-REDIS = ("redis_url", "redis_cluster", "redis_timeout_seconds", "redis_max_connections")
-CACHE = (*REDIS, "cache_ttl_seconds", "adjacency_cache_limit")
-KAFKA = (
-    "kafka_bootstrap_servers",
-    "kafka_security_protocol",
-    "kafka_sasl_mechanism",
-    "kafka_sasl_username",
-    "kafka_sasl_password",
-    "kafka_ssl_cafile",
-    "kafka_client_id",
-)
-TOPICS = ("tweets_topic", "graph_events_topic")
-TOPIC_CHECKS = (*TOPICS, "topic_partitions", "topic_check_seconds")
-"""What the relay and the fanout check the topics against."""
-TIMELINES = ("timeline_redis_url", "timeline_redis_cluster", "timeline_cap", "recent_tweets_cap")
-STREAMS = ("stream_poll_seconds", "shard_refresh_seconds", "lease_seconds")
-METRICS = ("metrics_address",)
-TOPIC_CREATION = ("topic_partitions", "topic_replication_factor")
-PROCESS = (*LOGS, *METRICS, "shutdown_grace_seconds")
-AUTH = ("auth_tokens_file", "auth_disabled", "auth_reload_seconds")
-TLS = ("tls_cert_file", "tls_key_file", "tls_client_ca_file")
-LIMITS = ("follow_rate_limit", "follow_rate_window_seconds", "max_following")
-SERVING = (
-    "grpc_address",
-    "serve_processes",
-    "page_token_secret",
-    "default_page_size",
-    "max_page_size",
-    "max_batch_size",
-    "suggest_followee_sample",
-    "suggest_per_followee",
-    "suggest_cache_ttl_seconds",
-    "intersection_candidate_limit",
-    "tweet_author_ttl_seconds",
-    "celebrity_threshold",
-    "celebrity_refresh_seconds",
-    "account_jobs",
-    "account_job_lease_seconds",
-    "account_job_poll_seconds",
-)
+
+@dataclass(frozen=True)
+class _Lazy:
+    """The handler of a command that lives in a module of its own (its ``run`` and ``arguments``),
+    imported only when that command is chosen or its help is built."""
+
+    module: str
+
+    def __call__(self, settings: Settings, args: argparse.Namespace) -> int:
+        handler: Handler = importlib.import_module(self.module).run
+        return handler(settings, args)
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
+        importlib.import_module(self.module).arguments(parser)
+
+
+def _lazy(module: str) -> tuple[Handler, Arguments]:
+    lazy = _Lazy(module)
+    return lazy, lazy.arguments
 
 
 @dataclass(frozen=True)
@@ -208,24 +186,23 @@ class Command:
     """One line, in ``socialgraph --help``."""
     description: str
     """What it does, at the top of its own ``--help``."""
-    reads: tuple[str, ...]
-    """The settings it reads (``Settings`` field names), listed with their variables in its ``--help``."""
     handler: Handler
     arguments: Arguments | None = None
+    traced: bool = False
+    """It makes spans (configured by the standard ``OTEL_*`` variables): its help says so."""
 
+    @property
+    def entry(self) -> str:
+        """The function its settings are looked for from (``settings_reads``), dotted."""
+        if isinstance(self.handler, _Lazy):
+            return f"{self.handler.module}.run"
+        return f"{self.handler.__module__}.{self.handler.__qualname__}"
 
-def _lazy(module: str) -> tuple[Handler, Arguments]:
-    """The ``run`` and ``arguments`` of a command that lives in a module of its own, imported only
-    when that command is chosen or its help is built."""
-
-    def run(settings: Settings, args: argparse.Namespace) -> int:
-        handler: Handler = getattr(__import__(module, fromlist=["run"]), "run")  # noqa: B009 - a module named at run time
-        return handler(settings, args)
-
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        getattr(__import__(module, fromlist=["arguments"]), "arguments")(parser)  # noqa: B009 - as run above
-
-    return run, arguments
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The settings it reads (``Settings`` field names), found in the code it runs (``main``'s
+        ``SG_LOG_LEVEL`` too), listed with their variables in its ``--help``."""
+        return settings_read_by(self.entry, f"{__name__}.main")
 
 
 COMMANDS: dict[str, Command] = {
@@ -235,63 +212,41 @@ COMMANDS: dict[str, Command] = {
         " the tables and topics, then run serve, counters, relay and fanout, and print how to call the"
         " service with grpcurl and where each process's metrics are. Settings in the environment (auth,"
         " limits, metrics) reach every process it starts; the endpoints of the local servers are its own.",
-        (
-            *PROCESS,
-            "metrics_base_port",
-            *AUTH,
-            *TLS,
-            *LIMITS,
-            "grpc_address",
-            "topic_partitions",
-            "topic_replication_factor",
-        ),
         _up,
     ),
     "serve": Command(
         "run the gRPC service",
         "Serve SocialGraphService and TimelineService (with gRPC health and reflection) until SIGTERM or"
         " SIGINT, draining in-flight calls; SIGHUP re-reads the callers file.",
-        (*PROCESS, *DYNAMODB, *CACHE, *TIMELINES, *AUTH, *TLS, *LIMITS, *SERVING),
         _serve,
         _serve_arguments,
+        traced=True,
     ),
     "counters": Command(
         "run the counts consumer of the followers table's stream",
         "Read the followers table's DynamoDB stream and keep followers_count and following_count in the"
         " users table exact (each change counted once), repairing the count cache as it goes.",
-        (*PROCESS, *DYNAMODB, *CACHE, *STREAMS, "counters_consumer_name"),
         _counters,
+        traced=True,
     ),
     "relay": Command(
         "relay committed tweets and follows from DynamoDB Streams to Kafka",
         "Read the tweets and followers tables' streams and produce TweetCreated and FollowEvent records to"
         " Kafka, in commit order per key, each change at least once.",
-        (*PROCESS, *DYNAMODB, *STREAMS, "relay_consumer_name", *KAFKA, *TOPIC_CHECKS),
         _relay,
+        traced=True,
     ),
     "fanout": Command(
         "run a fanout worker (TweetCreated -> home timelines)",
         "Consume TweetCreated records (one consumer group, partitions shared among the workers) and push"
         " each tweet onto its author's followers' home timelines in Redis; authors with many followers"
         " are left to be pulled at read time.",
-        (
-            *PROCESS,
-            *DYNAMODB,
-            *KAFKA,
-            *TOPIC_CHECKS,
-            "fanout_group",
-            "fanout_batch_size",
-            "celebrity_threshold",
-            *TIMELINES,
-            "tweet_author_ttl_seconds",
-            *CACHE,  # the followers of an author whose list the graph cache holds whole
-        ),
         _fanout,
+        traced=True,
     ),
     "post": Command(
         "post a tweet (a PutItem into the tweets table) and print its ID",
         "Write one tweet into the tweets table; the relay and fanout take it from there.",
-        (*LOGS, *DYNAMODB),
         _post,
         _post_arguments,
     ),
@@ -300,13 +255,11 @@ COMMANDS: dict[str, Command] = {
         "Create the project's tables (with their streams) if they do not exist yet, and turn on deletion"
         " protection and point-in-time recovery (where the endpoint has it: DynamoDB Local has not) on every"
         " one; nothing else of an existing table is changed.",
-        (*LOGS, *DYNAMODB),
         _create_tables,
     ),
     "create-topics": Command(
         "create the Kafka topics if missing (idempotent)",
         "Create the Kafka topics of the relay and fanout if they do not exist yet.",
-        (*LOGS, *KAFKA, *TOPICS, *TOPIC_CREATION),
         _create_topics,
     ),
     "reconcile": Command(
@@ -316,7 +269,6 @@ COMMANDS: dict[str, Command] = {
         " guarded by the counter's version so that a concurrent counters consumer update is never lost,"
         " and repairs the count cache. Exit 1 when drift was found and not fixed; exit 3, checking nothing,"
         " while the counters consumer is behind by more than --settle-seconds.",
-        (*LOGS, *DYNAMODB, *CACHE, "counters_consumer_name"),
         *_lazy("graph_service.entrypoints.reconcile"),
     ),
     "fsck": Command(
@@ -326,7 +278,6 @@ COMMANDS: dict[str, Command] = {
         " counters equal to edge counts) and that cached entries equal the store; report each violation"
         " by kind and user, and a summary. Exit 1 when a violation was found; counters are not checked"
         " while the counters consumer is behind by more than --settle-seconds (exit 3 if nothing else was found).",
-        (*LOGS, *DYNAMODB, *CACHE, "counters_consumer_name"),
         *_lazy("graph_service.entrypoints.fsck"),
     ),
     "backfill": Command(
@@ -336,7 +287,6 @@ COMMANDS: dict[str, Command] = {
         " request, and the reverse item of each block and mute in the other account's partition. Each is"
         " written only if what it mirrors is still there and it is missing, so it is safe beside a running"
         " service and running it again writes nothing. Run it once after upgrading.",
-        (*LOGS, *DYNAMODB),
         *_lazy("graph_service.entrypoints.backfill"),
     ),
     "import": Command(
@@ -347,14 +297,12 @@ COMMANDS: dict[str, Command] = {
         " refused), in batched transactions; bad rows go to a reject file with their line numbers. Running"
         " it again after an interruption continues where it stopped; running it on a finished file adds"
         " nothing. Counts follow through the counters consumer.",
-        (*LOGS, *DYNAMODB, "max_following"),
         *_lazy("graph_service.entrypoints.importer"),
     ),
     "token": Command(
         "mint a caller's bearer token and print the [[caller]] entry for SG_AUTH_TOKENS_FILE",
         "Make a random bearer token and print it once, with the [[caller]] entry (its SHA-256, never the"
         " token) to append to the callers file.",
-        ("auth_tokens_file",),
         _token,
         _token_arguments,
     ),
@@ -367,7 +315,6 @@ COMMANDS: dict[str, Command] = {
         " state and, during a job, how far it is. Exit 1 when the account is deleted (it cannot be"
         " deactivated or reactivated), --timeout passed or a later change overtook this one (the job runs"
         " on in the service either way), 2 for a missing or refused token, 3 when the service is unreachable.",
-        (*LOGS, "grpc_address", "caller_token", "caller_ca_file"),
         *_lazy("graph_service.entrypoints.account"),
     ),
 }
@@ -382,8 +329,15 @@ def _stack_variables() -> str:
     return "\n" + "\n".join(StackSettings.help_lines())
 
 
+TRACING = "tracing: the standard OTEL_* variables, see docs/operating.md"
+PASSED_ON = "The other SG_* variables of the environment reach the processes it starts (their --help lists them)."
+
+
 def _epilog(name: str, command: Command) -> str:
-    return settings_epilog(command.reads) + (_stack_variables() if name == "up" else "")
+    epilog = settings_epilog(command.reads)
+    if name == "up":
+        epilog += f"{_stack_variables()}\n\n{PASSED_ON}"
+    return epilog + (f"\n\n{TRACING}" if command.traced else "")
 
 
 def package_version() -> str:

@@ -75,9 +75,10 @@ def _third_party_unreachable() -> tuple[type[BaseException], ...]:
 
 
 def _configuration_by_name(exc: BaseException) -> bool:
-    """The API's own start-up refusals (a bad callers file, unusable TLS files), known by name so
-    that this module does not import the API."""
-    return any(cls.__name__ in {"CallersFileError", "TlsFilesError"} for cls in type(exc).__mro__)
+    """The API's own start-up refusals (a bad callers file, unusable TLS files) and an ``OTEL_*``
+    variable the service cannot follow (``TracingConfigError``), known by name so that this module
+    imports neither the API nor the telemetry."""
+    return any(cls.__name__ in {"CallersFileError", "TlsFilesError", "TracingConfigError"} for cls in type(exc).__mro__)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import json
 import sys
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 from typing import TextIO
 
 from graph_service.domain.ids import MAX_ID, is_id
@@ -20,11 +23,13 @@ from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import counters_stream
 from graph_service.entrypoints.exits import Exit
+from graph_service.entrypoints.operator_run import add_output_arguments, measured, target_line
 from graph_service.operations.fsck import REDIS_TIMEOUT_SECONDS, FsckPlan, check, clean
 from graph_service.operations.fsck_report import KINDS, Report
 from graph_service.operations.scanning import MAX_SEGMENTS
 from graph_service.redis_client.connect import graph_cache_redis
 from graph_service.settings import Settings
+from graph_service.telemetry.operator_runs import FsckRunMetrics
 
 __all__ = ["arguments", "run", "run_fsck"]
 
@@ -95,16 +100,20 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="wait this long before looking again at a suspected violation (default: 1; writes in flight settle);"
         " a counters consumer further behind than this leaves the counters unchecked (exit 3)",
     )
+    add_output_arguments(parser)
 
 
-async def run_fsck(settings: Settings, plan: FsckPlan, *, out: TextIO | None = None) -> Report:
+async def run_fsck(
+    settings: Settings, plan: FsckPlan, *, out: TextIO | None = None, report: Report | None = None
+) -> Report:
     """The checks of ``plan`` (``operations.fsck.check``) on clients of their own, closed at the end."""
     dynamo = AsyncDynamo.build(settings)
     redis = graph_cache_redis(
         replace(settings, redis_timeout_seconds=max(settings.redis_timeout_seconds, REDIS_TIMEOUT_SECONDS))
     )
     try:
-        return await check(dynamo, redis, TableNames(settings.table_prefix), counters_stream(settings), plan, out=out)
+        tables = TableNames(settings.table_prefix)
+        return await check(dynamo, redis, tables, counters_stream(settings), plan, out=out, report=report)
     finally:
         dynamo.close()
         if redis is not None:
@@ -130,7 +139,32 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         segments=args.segments,
         settle_seconds=args.settle_seconds,
     )
-    report = asyncio.run(run_fsck(settings, plan))
+    print(target_line("fsck", settings, cache=True), file=sys.stderr)
+    report = Report(io.StringIO() if args.json else None)  # --json: one object at the end, no lines
+    metrics = None if args.metrics_file is None else _metrics(args.metrics_file, report)
+    return measured("fsck", metrics, lambda: _check(settings, plan, report, as_json=args.json))
+
+
+def _metrics(path: Path, report: Report) -> FsckRunMetrics:
+    """The run's metrics file, its violations read from ``report`` as it fills."""
+    metrics = FsckRunMetrics(path, KINDS)
+
+    def found() -> None:
+        metrics.found(
+            report.by_kind,
+            repaired=report.repaired,
+            unconfirmed=len(report.unconfirmed),
+            counters_checked=report.counters_not_checked is None,
+        )
+
+    metrics.refresh_with(found)
+    return metrics
+
+
+def _check(settings: Settings, plan: FsckPlan, report: Report, *, as_json: bool) -> int:
+    asyncio.run(run_fsck(settings, plan, report=report))
+    if as_json:
+        print(json.dumps(report.as_dict()))
     if not clean(report, plan):
         return Exit.PROBLEMS_FOUND
     return Exit.UNREACHABLE if report.counters_not_checked else Exit.OK

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 from pathlib import Path
@@ -19,10 +20,12 @@ import structlog
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.exits import Exit
+from graph_service.entrypoints.operator_run import add_output_arguments, measured, target_line
 from graph_service.operations.import_state import ImportFileError, ImportState
 from graph_service.operations.importer import ImportOptions, ImportResult, check_tables, import_edges, prepare
 from graph_service.operations.progress import Meter, meter
 from graph_service.settings import Settings
+from graph_service.telemetry.operator_runs import ImportRunMetrics
 
 __all__ = ["arguments", "run", "run_import"]
 
@@ -57,6 +60,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="forget the saved state and the reject file and start from line 1 (imported rows are skipped)",
     )
+    add_output_arguments(parser)
 
 
 def _options(args: argparse.Namespace) -> ImportOptions:
@@ -98,8 +102,11 @@ async def run_import(
         dynamo.close()
 
 
-async def _import(settings: Settings, options: ImportOptions) -> ImportResult:
-    state, fresh = prepare(options)
+async def _import(settings: Settings, options: ImportOptions, metrics: ImportRunMetrics | None) -> ImportResult:
+    state, fresh = prepare(options)  # the file's checks first: they touch no table
+    print(target_line("import", settings, cache=False), file=sys.stderr)
+    if metrics is not None:
+        metrics.refresh_with(lambda: _tally(metrics, state))
     if not state.finished:
         await _check_tables(settings)
     stop = asyncio.Event()
@@ -135,13 +142,25 @@ def _summary(result: ImportResult, options: ImportOptions) -> str:
     )
 
 
+def _tally(metrics: ImportRunMetrics, state: ImportState) -> None:
+    tally = state.tally
+    metrics.tally(
+        read=tally.rows, written=tally.written, already_present=tally.already_present, rejected=tally.rejected
+    )
+
+
 def run(settings: Settings, args: argparse.Namespace) -> int:
     options = _options(args)
     if not 1 <= options.concurrency <= 64:
         print("socialgraph import: --concurrency must be 1..64", file=sys.stderr)
         return Exit.CONFIGURATION
+    metrics = None if args.metrics_file is None else ImportRunMetrics(args.metrics_file)
+    return measured("import", metrics, lambda: _run(settings, options, metrics, as_json=args.json))
+
+
+def _run(settings: Settings, options: ImportOptions, metrics: ImportRunMetrics | None, *, as_json: bool) -> int:
     try:
-        result = asyncio.run(_import(settings, options))
+        result = asyncio.run(_import(settings, options, metrics))
     except ImportFileError as exc:
         print(f"socialgraph import: {exc}", file=sys.stderr)
         return Exit.CONFIGURATION
@@ -157,6 +176,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         "edges_per_second": round(result.written_now / result.elapsed_seconds, 1) if result.elapsed_seconds else 0.0,
     }
     log.info("import_summary", **fields)
+    if as_json:
+        outcome = "already_imported" if result.already_done else "imported" if result.finished else "stopped"
+        state_files = {"state_file": str(options.state_path), "rejects_file": str(options.rejects_path)}
+        print(json.dumps({"outcome": outcome, **fields, **state_files}))
+        return Exit.OK if result.finished else Exit.INTERRUPTED
     if result.already_done:
         print(f"already imported ({options.state_path}): {_summary(result, options)}; --restart imports it again")
         return Exit.OK

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_graph_cache, counters_stream
 from graph_service.entrypoints.exits import Exit
+from graph_service.entrypoints.operator_run import add_output_arguments, measured, target_line
 from graph_service.operations.reconcile import Reconciler, Report
-from graph_service.operations.reconcile_rules import parse_user_ids
+from graph_service.operations.reconcile_rules import parse_user_ids, tally
 from graph_service.operations.scanning import MAX_SEGMENTS
 from graph_service.settings import Settings
+from graph_service.telemetry.operator_runs import ReconcileRunMetrics
 
 __all__ = ["arguments", "run"]
 
@@ -42,6 +45,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="wait between two observations of a drifted user; must exceed the counters consumer's lag (5):"
         " further behind, nothing is checked (exit 3)",
     )
+    add_output_arguments(parser)
 
 
 def _usage(message: str) -> int:
@@ -60,9 +64,23 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return _usage(f"--segments must be between 1 and {MAX_SEGMENTS}")
     if not 0 <= args.settle_seconds <= 3600:
         return _usage("--settle-seconds must be between 0 and 3600")
+    print(target_line("reconcile", settings, cache=args.fix), file=sys.stderr)
+    metrics = None if args.metrics_file is None else ReconcileRunMetrics(args.metrics_file)
+    return measured("reconcile", metrics, lambda: _run(settings, args, user_ids, metrics))
+
+
+def _run(settings: Settings, args: argparse.Namespace, user_ids: list[int], metrics: ReconcileRunMetrics | None) -> int:
     report = asyncio.run(_reconcile(settings, args, user_ids))
-    for line in report.lines():
-        print(line)
+    if metrics is not None:
+        metrics.result("counters", tally(report.users, report.users_checked))
+        if report.outgoing is not None:
+            metrics.result("outgoing", tally(report.outgoing, report.outgoing_checked))
+        metrics.behind.set(0 if report.behind is None else report.behind.seconds)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        for line in report.lines():
+            print(line)
     if report.behind is not None:  # not ready to be checked: as a dependency that does not answer
         return Exit.UNREACHABLE
     return Exit.PROBLEMS_FOUND if report.unresolved else Exit.OK

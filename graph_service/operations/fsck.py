@@ -80,11 +80,13 @@ async def check(
     plan: FsckPlan,
     *,
     out: TextIO | None = None,
+    report: Report | None = None,
 ) -> Report:
-    """Check what ``plan`` says, print each violation and the summary on ``out`` (stdout).
-    ``redis``: the graph cache's (None: caching is off, no entry to check); the caller closes the
-    clients (``entrypoints.fsck.run_fsck`` builds them from the settings)."""
-    report = Report(out)
+    """Check what ``plan`` says, print each violation and the summary on ``out`` (stdout), or into
+    ``report`` if given (which the caller may read as the run goes). ``redis``: the graph cache's
+    (None: caching is off, no entry to check); the caller closes the clients
+    (``entrypoints.fsck.run_fsck`` builds them from the settings)."""
+    report = Report(out) if report is None else report
     checked: dict[str, int] = {}
     if redis is None:
         log.warning("fsck_cache_skipped", reason="SG_REDIS_URL is empty")

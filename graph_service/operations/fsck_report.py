@@ -89,7 +89,10 @@ class Report:
         self._seen: set[Violation] = set()
         self.by_kind: Counter[str] = Counter()
         self.repaired = 0
+        self._repaired: set[Violation] = set()
         self._unsettled: set[Violation] = set()
+        self.checked: dict[str, int] = {}
+        """What was checked (users, partitions, cache entries), once the summary is made."""
         self.counters_not_checked: str | None = None
         """Why users' counters were not checked (the counters consumer is behind), if they were not."""
 
@@ -107,6 +110,8 @@ class Report:
         self._seen.add(violation)
         self.by_kind[violation.kind] += 1
         self.repaired += repaired
+        if repaired:
+            self._repaired.add(violation)
         done = " (repaired: entry deleted)" if repaired else ""
         print(f"{_line(violation)}{done}", file=self._out)
         log.warning("fsck_violation", **_fields(violation), repaired=repaired)
@@ -144,6 +149,7 @@ class Report:
 
     def summary(self, checked: dict[str, int]) -> None:
         """The last lines: counts by kind and what was checked."""
+        self.checked = dict(checked)
         what = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in checked.items())
         unsettled = f"; {len(self._unsettled)} unconfirmed (kept changing)" if self._unsettled else ""
         if self.counters_not_checked:
@@ -165,3 +171,16 @@ class Report:
             counters_not_checked=self.counters_not_checked,
             **checked,
         )
+
+    def as_dict(self) -> dict[str, object]:
+        """The run as one JSON object (``fsck --json``): every violation and unconfirmed suspicion, the
+        counts by kind and what was checked."""
+        return {
+            "violations": [{**_fields(v), "repaired": v in self._repaired} for v in self.violations],
+            "unconfirmed": [_fields(v) for v in self.unconfirmed],
+            "total": self.total,
+            "by_kind": dict(sorted(self.by_kind.items())),
+            "repaired": self.repaired,
+            "counters_not_checked": self.counters_not_checked,
+            "checked": self.checked,
+        }

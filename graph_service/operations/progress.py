@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, TextIO
 
 import structlog
@@ -32,7 +33,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-__all__ = ["Meter", "meter"]
+__all__ = ["Meter", "Watcher", "meter", "watching"]
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +46,55 @@ class Meter(Protocol):
     def total(self, total: int | None) -> None:
         """The total is (now) known, or unknown (None: a bar without an end, still with a rate)."""
         ...
+
+
+Watcher = Callable[[int, int | None], None]
+"""Told ``(done, total)`` at each step of a meter (a run's metrics file: ``telemetry.operator_runs``)."""
+
+_WATCHERS: ContextVar[tuple[Watcher, ...]] = ContextVar("progress_watchers", default=())
+
+
+@contextmanager
+def watching(watcher: Watcher) -> Iterator[None]:
+    """``watcher`` hears every step of every meter opened inside, in this context and the event
+    loops and tasks started from it (``asyncio.run`` copies the context)."""
+    token = _WATCHERS.set((*_WATCHERS.get(), watcher))
+    try:
+        yield
+    finally:
+        _WATCHERS.reset(token)
+
+
+class _Watched:
+    """A meter that also tells the watchers how far it is."""
+
+    def __init__(self, inner: Meter, watchers: tuple[Watcher, ...], total: int | None, *, estimated: bool) -> None:
+        self._inner = inner
+        self._watchers = watchers
+        self._total = total
+        self._estimated = estimated
+        self._done = 0
+
+    def advance(self, done: int = 1) -> None:
+        self._inner.advance(done)
+        self._done += done
+        if self._estimated and self._total is not None and self._done > self._total:
+            self._total = self._done
+        self._tell()
+
+    def total(self, total: int | None) -> None:
+        self._inner.total(total)
+        self._total = total
+        self._tell()
+
+    def _tell(self) -> None:
+        for watcher in self._watchers:
+            watcher(self._done, self._total)
+
+
+def _watched(inner: Meter, total: int | None, *, estimated: bool) -> Meter:
+    watchers = _WATCHERS.get()
+    return _Watched(inner, watchers, total, estimated=estimated) if watchers else inner
 
 
 class _RateColumn(ProgressColumn):
@@ -143,9 +193,9 @@ def meter(
         ) as progress:
             description = f"{name} (total estimated)" if estimated and total is not None else name
             bar = _BarMeter(progress, progress.add_task(description, total=total), total, estimated=estimated)
-            yield bar
+            yield _watched(bar, total, estimated=estimated)
             bar.end()
         return
     logged = _LogMeter(name, total, every_seconds, estimated=estimated)
-    yield logged
+    yield _watched(logged, total, estimated=estimated)
     logged.end()  # only when the work ended, not when a failure cut it short

@@ -38,6 +38,7 @@ from graph_service.operations.reconcile_rules import (
     UserFinding,
     outgoing_line,
     summary_line,
+    tally,
     user_line,
 )
 from graph_service.operations.scanning import total_items
@@ -77,6 +78,44 @@ class Report:
 
     def summary(self) -> str:
         return summary_line(self.users, self.users_checked, self.outgoing, self.outgoing_checked, self.elapsed_seconds)
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as one JSON object (``reconcile --json``): the summary's counts and every
+        drifted user; ``outgoing`` is null without ``--all``, ``behind_seconds`` null unless the
+        counters consumer was behind (and nothing was checked)."""
+        users = [
+            {
+                "user_id": f.user_id,
+                "outcome": f.outcome.value,
+                "followers_stored": f.seen.stored.followers,
+                "followers_true": f.seen.followers,
+                "following_stored": f.seen.stored.following,
+                "following_true": f.seen.following,
+                "cache_updated": f.cache_updated,
+            }
+            for f in self.users
+        ]
+        outgoing = None
+        if self.outgoing is not None:
+            found = [
+                {
+                    "user_id": f.user_id,
+                    "outcome": f.outcome.value,
+                    "stored": f.stored,
+                    "true": f.true,
+                    "follows": f.follows,
+                    "requests": f.requests,
+                }
+                for f in self.outgoing
+            ]
+            outgoing = {**tally(self.outgoing, self.outgoing_checked), "drifted_users": found}
+        return {
+            "users": {**tally(self.users, self.users_checked), "drifted_users": users},
+            "outgoing": outgoing,
+            "fixing": self.fixing,
+            "behind_seconds": None if self.behind is None else round(self.behind.seconds, 1),
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+        }
 
 
 def _drifted(findings: Sequence[UserFinding]) -> list[UserFinding]:

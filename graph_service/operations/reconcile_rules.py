@@ -29,6 +29,7 @@ __all__ = [
     "outgoing_line",
     "parse_user_ids",
     "summary_line",
+    "tally",
     "user_line",
 ]
 
@@ -137,6 +138,16 @@ def outgoing_line(finding: OutgoingFinding, *, fixing: bool) -> str:
     )
 
 
+def tally(findings: list[UserFinding] | list[OutgoingFinding], checked: int) -> dict[str, int]:
+    """Users checked, and of those found, how many drifted (whatever became of them), were fixed or busy."""
+    return {
+        "checked": checked,
+        "drifted": sum(f.outcome is not Outcome.CLEAN for f in findings),
+        "fixed": sum(f.outcome is Outcome.FIXED for f in findings),
+        "busy": sum(f.outcome is Outcome.BUSY for f in findings),
+    }
+
+
 def summary_line(
     users: list[UserFinding],
     users_checked: int,
@@ -148,10 +159,8 @@ def summary_line(
     after ``--all``)."""
 
     def part(findings: list[UserFinding] | list[OutgoingFinding], checked: int, noun: str) -> str:
-        drifted = sum(f.outcome is not Outcome.CLEAN for f in findings)
-        fixed = sum(f.outcome is Outcome.FIXED for f in findings)
-        busy = sum(f.outcome is Outcome.BUSY for f in findings)
-        return f"{checked} {noun} checked, {drifted} drifted, {fixed} fixed, {busy} busy"
+        counts = tally(findings, checked)
+        return f"{checked} {noun} checked, {counts['drifted']} drifted, {counts['fixed']} fixed, {counts['busy']} busy"
 
     parts = [part(users, users_checked, "users")]
     if outgoing is not None:

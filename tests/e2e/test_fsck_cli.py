@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -48,12 +49,16 @@ def json_lines(stderr: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
-async def test_exit_codes_say_found_repaired_left_or_unreachable(tables: Settings) -> None:
+async def test_exit_codes_say_found_repaired_left_or_unreachable(tables: Settings, tmp_path: Path) -> None:
+    """Each run first names what it checks on stderr; ``--json`` prints one object instead of the lines,
+    ``--metrics-file`` leaves the result for node_exporter."""
     cache = redis.Redis.from_url(tables.redis_url, decode_responses=True)
     try:
         cache.set(keys.follow_state(5, 6), "1")  # 5 does not follow 6
         found = fsck(tables, "5", "--settle-seconds", "0")
         assert found.returncode == 1, found.stderr
+        target = f"DynamoDB {tables.dynamodb_endpoint} (region {tables.aws_region}), tables {tables.table_prefix}*"
+        assert found.stderr.splitlines()[0] == f"socialgraph fsck: {target}, cache {tables.redis_url}"
         line = "cache_follow_state user=5 other=6: sg:{5}:fs:6 = 1; DynamoDB: 5 does not follow 6"
         assert found.stdout.splitlines() == [
             line,
@@ -84,12 +89,25 @@ async def test_exit_codes_say_found_repaired_left_or_unreachable(tables: Setting
             await dynamo.call("put_item", TableName=tables.table(FOLLOWERS), Item=item)
     finally:
         dynamo.close()
-    broken = fsck(tables, "8", "--repair-cache", "--settle-seconds", "0")
+    metrics_file = tmp_path / "fsck.prom"
+    broken = fsck(tables, "8", "--repair-cache", "--settle-seconds", "0", "--json", "--metrics-file", str(metrics_file))
     assert broken.returncode == 1, broken.stderr
-    assert (
-        "edge_one_sided user=8 other=7: followers pk=8 E#7 (at 1764000000000000) has no following pk=7 E#8"
-        in broken.stdout
-    )
+    summary = json.loads(broken.stdout)  # one object, no lines
+    one_sided = {
+        "kind": "edge_one_sided",
+        "user_id": 8,
+        "other_id": 7,
+        "detail": "followers pk=8 E#7 (at 1764000000000000) has no following pk=7 E#8",
+        "repaired": False,
+    }
+    assert one_sided in summary["violations"]
+    by_kind = {"counter_drift": 1, "edge_one_sided": 1}  # 8's counters say 0 of the 1 follower
+    assert (summary["total"], summary["by_kind"], summary["repaired"]) == (2, by_kind, 0)
+    assert summary["checked"] == {"users": 1, "partitions": 2, "cache_entries": 0}
+    written = metrics_file.read_text()
+    assert 'socialgraph_fsck_violations{kind="edge_one_sided"} 1.0' in written
+    assert 'socialgraph_fsck_violations{kind="across_block"} 0.0' in written  # every kind, found or not
+    assert 'socialgraph_operator_exit_code{command="fsck"} 1.0' in written
 
     unreachable = fsck(tables, "5", "--settle-seconds", "0", SG_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     assert unreachable.returncode == 3, unreachable.stderr

@@ -302,29 +302,33 @@ async def test_ctrl_c_stops_cleanly_with_the_state_saved_and_a_second_run_finish
         if line.startswith("line,") or int(line.split(",")[0]) <= int(state["watermark"])
     )
 
-    async with started(settings, source, log_level="info") as second:  # info: the progress lines
+    async with started(settings, source, "--json", log_level="info") as second:  # info: the progress lines
         out, err = await second.communicate()
     assert second.returncode == 0, err.decode()
     await check_end_state(settings, plan, source)
     rows = len(plan.lines) - 1 - plan.lines.count("")  # no header, no blank line
-    summary = f"imported {source}: {rows} rows read, {len(plan.edges)} written, 0 already present, "
-    assert out.decode().startswith(summary), out.decode()
+    summary = json.loads(out.decode())  # one object, no lines
+    assert (summary["outcome"], summary["rows"], summary["written"]) == ("imported", rows, len(plan.edges))
+    assert (summary["already_present"], summary["finished"]) == (0, True)
+    assert summary["rejected"] == sum(summary["rejected_by_reason"].values()) == len(plan.rejects)
     logged = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
     (done,) = [e for e in logged if e.get("event") == "progress_done"]
     assert (done["done"], done["total"]) == (rows, rows)
 
 
 async def test_a_state_path_that_cannot_be_written_is_one_line_and_exit_2(settings: Settings, tmp_path: Path) -> None:
-    """``--state`` in a directory that does not exist: what to fix, on one line, not a traceback;
-    and nothing written (no reject file, no edge)."""
+    """``--state`` in a directory that does not exist: what to fix, on one line after the one naming
+    the tables, not a traceback; and nothing written (no reject file, no edge)."""
     source = tmp_path / "edges.csv"
     source.write_text("1,2\n")
     state_path = tmp_path / "no-such-dir" / "state.json"
     async with started(settings, source, "--state", str(state_path)) as process:
         out, err = await process.communicate()
+    target = f"DynamoDB {settings.dynamodb_endpoint} (region {settings.aws_region}), tables {settings.table_prefix}*"
     assert (process.returncode, out.decode(), err.decode()) == (
         2,
         "",
+        f"socialgraph import: {target}\n"  # what it was about to write to, before it started
         f"socialgraph import: cannot write the state file {state_path}: No such file or directory\n",
     )
     assert not source.with_name("edges.csv.rejects.csv").exists()

@@ -47,14 +47,23 @@ async def test_exit_1_on_drift_0_once_fixed_with_one_line_per_drifted_user(
 ) -> None:
     env = command_environment(drifted)
     assert await socialgraph(monkeypatch, env, "reconcile", "11", "12", "--settle-seconds", "0.05") == 1
-    lines = capsys.readouterr().out.splitlines()
+    shown = capsys.readouterr()
+    target = f"DynamoDB {drifted.dynamodb_endpoint} (region {drifted.aws_region}), tables {drifted.table_prefix}*"
+    assert shown.err.splitlines()[0] == f"socialgraph reconcile: {target}"
+    lines = shown.out.splitlines()
     assert lines[0] == "user 11: followers stored 5 true 2, following stored 0 true 0"
     assert lines[1].startswith("reconcile: 2 users checked, 1 drifted, 0 fixed, 0 busy; ")
     assert len(lines) == 2
 
-    assert await socialgraph(monkeypatch, env, "reconcile", "11", "12", "--fix", "--settle-seconds", "0.05") == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "user 11: followers stored 5 true 2, following stored 0 true 0; fixed"
+    fix = ("reconcile", "11", "12", "--fix", "--settle-seconds", "0.05", "--json")
+    assert await socialgraph(monkeypatch, env, *fix) == 0
+    shown = capsys.readouterr()
+    assert shown.err.splitlines()[0] == f"socialgraph reconcile: {target}, cache {drifted.redis_url}"  # --fix: both
+    summary = json.loads(shown.out)  # one object, no lines
+    fixed = {"user_id": 11, "outcome": "fixed", "followers_stored": 5, "followers_true": 2}
+    fixed |= {"following_stored": 0, "following_true": 0, "cache_updated": True}
+    assert summary["users"] == {"checked": 2, "drifted": 1, "fixed": 1, "busy": 0, "drifted_users": [fixed]}
+    assert (summary["outgoing"], summary["fixing"], summary["behind_seconds"]) == (None, True, None)
 
     dynamo = AsyncDynamo.build(drifted)
     try:  # the following cap's counts as the service would have kept them
@@ -74,14 +83,15 @@ async def test_an_unreachable_dynamodb_is_exit_3(
 ) -> None:
     env = {**command_environment(settings), "SG_DYNAMODB_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
     assert await socialgraph(monkeypatch, env, "reconcile", "11") == 3
-    err = capsys.readouterr().err
-    assert err.startswith("socialgraph reconcile: a dependency is unreachable: ")
-    assert len(err.splitlines()) == 1
+    target, failure = capsys.readouterr().err.splitlines()  # what it was about to read, then one line
+    assert target.startswith("socialgraph reconcile: DynamoDB http://127.0.0.1:")
+    assert failure.startswith("socialgraph reconcile: a dependency is unreachable: ")
 
 
 async def test_the_installed_command_prints_findings_and_json_log_lines(drifted: Settings) -> None:
-    """A real process: the lines on stdout, one JSON object per drift and for the summary on stderr
-    (with --all the progress lines too, as stderr is no terminal here)."""
+    """A real process: the lines on stdout; on stderr, after the line naming what it touches, one
+    JSON object per drift and for the summary (with --all the progress lines too, as stderr is no
+    terminal here)."""
     env = command_environment(drifted, SG_LOG_LEVEL="info")
     ran = await asyncio.to_thread(socialgraph_process, env, "reconcile", "--all", "--fix", "--settle-seconds", "0.05")
     assert ran.returncode == 0, ran.stderr
@@ -90,7 +100,9 @@ async def test_the_installed_command_prints_findings_and_json_log_lines(drifted:
     assert out[1] == "outgoing 21: stored none true 2 (follows 2 + requests 0); fixed"
     assert out[2] == "outgoing 22: stored none true 1 (follows 1 + requests 0); fixed"
     assert out[3].startswith("reconcile: 4 users checked, 1 drifted, 1 fixed, 0 busy;")
-    logged = [json.loads(line) for line in ran.stderr.splitlines()]
+    target, *log_lines = ran.stderr.splitlines()  # first what it reads and writes, for the person running it
+    assert target.startswith(f"socialgraph reconcile: DynamoDB {drifted.dynamodb_endpoint} ")
+    logged = [json.loads(line) for line in log_lines]
     drifts = [(e["kind"], e["user"], e["outcome"]) for e in logged if e["event"] == "reconcile_drift"]
     assert sorted(drifts) == [("counts", 11, "fixed"), ("outgoing", 21, "fixed"), ("outgoing", 22, "fixed")]
     (summary,) = [e for e in logged if e["event"] == "reconcile_summary"]

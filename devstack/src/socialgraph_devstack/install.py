@@ -24,6 +24,7 @@ __all__ = [
     "CHECKOV_VERSION",
     "DYNAMODB_LOCAL_VERSION",
     "PODMAN_TOOLS",
+    "apt_get",
     "dynamodb_local_jar",
     "ensure_checkov",
     "ensure_dynamodb_local",
@@ -63,19 +64,30 @@ def local_dir() -> Path:
 _APT_UPDATED = False
 
 
+def apt_get(*arguments: str, root: bool | None = None) -> list[str]:
+    """The command line of ``apt-get ARGUMENTS``, through ``sudo`` unless this process is root
+    (``root``: None, look). ``sudo`` resets the environment, so the non-interactive front end is
+    given on its command line (for root, ``_apt_install`` sets it in the environment)."""
+    if os.geteuid() == 0 if root is None else root:
+        return ["apt-get", *arguments]
+    if shutil.which("sudo") is None:
+        raise RuntimeError(f"apt-get {' '.join(arguments)} needs root: run as root, or install sudo")
+    return ["sudo", "DEBIAN_FRONTEND=noninteractive", "apt-get", *arguments]
+
+
 def _apt_install(*packages: str, recommends: bool = True) -> None:
-    """Debian's ``packages`` (as root), after refreshing the package lists once per process."""
+    """Debian's ``packages`` (as root, or through sudo), after refreshing the package lists once per process."""
     global _APT_UPDATED
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     if not _APT_UPDATED:
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(apt_get("update", "-qq"), check=True, env=env)
         _APT_UPDATED = True
     options = [] if recommends else ["--no-install-recommends"]
-    subprocess.run(["apt-get", "install", "-y", "-qq", *options, *packages], check=True, env=env)
+    subprocess.run(apt_get("install", "-y", "-qq", *options, *packages), check=True, env=env)
 
 
 def ensure_redis() -> str:
-    """Path of redis-server, installing Debian's package (as root) if it is missing."""
+    """Path of redis-server, installing Debian's package (as root, or through sudo) if it is missing."""
     found = shutil.which("redis-server")
     if found:
         return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields
+from typing import Any, ClassVar
 
 import pytest
 from socialgraph_devstack.settings import VARIABLES
@@ -43,6 +44,79 @@ def test_every_subcommand_help_says_what_it_does_and_lists_its_variables(
     local_stack = list(VARIABLES) if name == "up" else []  # where the local servers live
     assert listed == [f"SG_{r.upper()}" for r in dict.fromkeys(command.reads)] + local_stack
     assert "SG_LOG_LEVEL" in listed or name == "token"
+
+
+def listed_in_help(name: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    with pytest.raises(SystemExit):
+        cli.main([name, "--help"])
+    return re.findall(r"^  (SG_[A-Z0-9_]+) \(default: ", capsys.readouterr().out, flags=re.MULTILINE)
+
+
+def test_help_lists_what_the_builders_read_and_no_more(capsys: pytest.CaptureFixture[str]) -> None:
+    """The lists come from the code each command runs: the Redis and cache variables the fanout reads
+    through its builders, serve's near cache; not the near cache for the fanout (only serve builds
+    one), nor the celebrity threshold for serve (only the fanout applies it)."""
+    fanout = listed_in_help("fanout", capsys)
+    redis_and_cache = ["REDIS_URL", "REDIS_CLUSTER", "REDIS_TIMEOUT_SECONDS", "REDIS_MAX_CONNECTIONS"]
+    redis_and_cache += ["CACHE_TTL_SECONDS", "ADJACENCY_CACHE_LIMIT", "TIMELINE_REDIS_URL"]
+    assert {f"SG_{name}" for name in redis_and_cache} <= set(fanout)
+    assert {"SG_KAFKA_SASL_PASSWORD", "SG_KAFKA_SSL_CAFILE", "SG_CELEBRITY_THRESHOLD"} <= set(fanout)
+    assert "SG_NEAR_CACHE_ENTRIES" not in fanout
+    serve = listed_in_help("serve", capsys)
+    assert {"SG_NEAR_CACHE_ENTRIES", "SG_PAGE_TOKEN_SECRET", "SG_AUTH_DISABLED", "SG_MAX_FOLLOWING"} <= set(serve)
+    assert "SG_CELEBRITY_THRESHOLD" not in serve
+    assert "SG_MAX_FOLLOWING" in listed_in_help("import", capsys)  # a command in a module of its own
+    assert listed_in_help("token", capsys) == ["SG_AUTH_TOKENS_FILE", "SG_LOG_LEVEL"]  # in Settings order
+
+
+class Recording(Settings):
+    """Settings that note each field read: a builder takes it for the real thing."""
+
+    read: ClassVar[set[str]] = set()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in FIELDS:
+            Recording.read.add(name)
+        return super().__getattribute__(name)
+
+
+FIELDS = frozenset(f.name for f in fields(Settings))
+
+
+async def test_what_the_fanout_builders_read_when_run_is_in_its_help() -> None:
+    """The builders the fanout runs, run with a recording settings object (every branch that reads
+    more taken: SASL over TLS, timelines on a Redis of their own): nothing read is missing from
+    its help, which is found without running anything."""
+    from graph_service.dynamodb.client import AsyncDynamo
+    from graph_service.entrypoints.components import build_graph_cache, build_timelines
+    from graph_service.entrypoints.fanout import fanout_config
+    from graph_service.entrypoints.metrics_http import metrics_address
+    from graph_service.events.kafka import client_options, topic_check
+
+    Recording.read = set()
+    settings = Recording(
+        kafka_security_protocol="SASL_SSL",
+        kafka_sasl_mechanism="PLAIN",
+        timeline_redis_url="redis://127.0.0.1:1/0",
+    )
+    fanout_config(settings)
+    topic_check(settings).client_options()
+    client_options(settings)
+    metrics_address(settings, "fanout")
+    AsyncDynamo.build(settings).close()
+    for made in (build_graph_cache(settings), build_timelines(settings)):
+        assert made is not None
+        await made.aclose()
+    assert {"redis_url", "timeline_redis_url", "kafka_sasl_password", "fanout_batch_size"} <= Recording.read
+    assert Recording.read <= set(cli.COMMANDS["fanout"].reads)
+
+
+def test_process_commands_point_to_the_tracing_variables(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        traced = cli.TRACING in capsys.readouterr().out
+        assert traced == (name in {"serve", "counters", "relay", "fanout"}), name
 
 
 def test_every_setting_has_a_description_for_the_help() -> None:
@@ -135,9 +209,7 @@ def test_a_bug_is_exit_70_with_its_traceback_logged(
     def broken(settings: Settings, args: object) -> int:
         raise KeyError("oops")
 
-    monkeypatch.setitem(
-        cli.COMMANDS, "create-tables", cli.COMMANDS["create-tables"].__class__("s", "d", ("log_level",), broken)
-    )
+    monkeypatch.setitem(cli.COMMANDS, "create-tables", cli.COMMANDS["create-tables"].__class__("s", "d", broken))
     from structlog.testing import capture_logs
 
     with capture_logs() as logs:
