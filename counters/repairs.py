@@ -12,6 +12,7 @@ from counters.applier import CounterApplier
 from graph_service.domain.models import Counts
 from graph_service.domain.ports import CacheRepairs
 from graph_service.domain.retry import Backoff
+from graph_service.domain.tasks import detached
 from graph_service.store.changes import EdgeChange
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.telemetry.counters import CountersMetrics
@@ -142,7 +143,7 @@ class CacheRepairer:
             return
         self._owed_since_look = True
         if self._retry is None or self._retry.done():
-            self._retry = asyncio.create_task(self._settle_until_done())
+            self._retry = detached(self._settle_until_done())
 
     async def _settle_until_done(self) -> None:
         attempts = itertools.count(1)

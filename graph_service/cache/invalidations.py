@@ -21,6 +21,7 @@ from graph_service.cache import keys
 from graph_service.cache.cache_calls import CacheCalls
 from graph_service.domain.errors import Unavailable
 from graph_service.domain.models import Direction, Edge
+from graph_service.domain.tasks import detached
 from graph_service.domain.times import now_us
 from graph_service.redis_client.packed import script_calls
 
@@ -35,7 +36,7 @@ class Invalidations(CacheCalls):
         pair = (follower_id, followee_id)
         self._pending[pair] = self._pending.get(pair, 0) + 1
         if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_pending())
+            self._flusher = detached(self._flush_pending())
 
     async def _flush_pending(self) -> None:
         while self._pending:

@@ -84,7 +84,7 @@ class CallObserver:
     def bind(self, operation: str, call: Call, kwargs: Mapping[str, Any]) -> Call:
         """``call`` (the boto3 method ``operation`` with ``kwargs``), observed: what the pool thread runs."""
         api = self._api_names.get(operation, operation)
-        if self._tracer is None or not _in_span():
+        if self._tracer is None or not _recording():
             return functools.partial(self._timed, api, call)
         return functools.partial(contextvars.copy_context().run, self._traced, api, call, kwargs)
 
@@ -119,20 +119,28 @@ class CallObserver:
                 span.set_attribute("error.type", error_name(exc))
                 if isinstance(exc, ClientError):
                     _request_id(span, exc.response)
-                span.record_exception(exc)
-                span.set_status(_error_status(exc))
+                if error_name(exc) not in ANSWERS:
+                    span.record_exception(exc)
+                    span.set_status(_error_status(exc))
                 raise
             _request_id(span, result)
             return result
 
 
-def _in_span() -> bool:
-    """Whether the caller is inside a span. A call outside one (a lease renewal, a stream poll, a
-    job registry poll) is timed and counted but makes no span: as a root span of its own it would
-    be most of what a consumer exports (one per poll) and belong to no request."""
+ANSWERS = frozenset({"ConditionalCheckFailedException", "TransactionCanceledException"})
+"""Refusals that are the service's answers, not failures (a repeated follow's condition, a
+transaction fenced by a newer state): their spans carry ``error.type`` but not the error status,
+as the server span does for a refused call."""
+
+
+def _recording() -> bool:
+    """Whether the caller is inside a span that records. A call outside one (a lease renewal, a
+    stream poll, a job registry poll) is timed and counted but makes no span: as a root span of its
+    own it would be most of what a consumer exports (one per poll) and belong to no request. Nor
+    does a call of an unsampled request, which pays for no span then."""
     from opentelemetry import trace
 
-    return trace.get_current_span().get_span_context().is_valid
+    return trace.get_current_span().is_recording()
 
 
 def _request_id(span: Any, response: Mapping[str, Any]) -> None:

@@ -11,7 +11,6 @@ import sys
 import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 import structlog
 
@@ -22,6 +21,7 @@ from graph_service.entrypoints.runtime import Runtime, run_until_signal
 from graph_service.entrypoints.settings_help import settings_epilog
 from graph_service.entrypoints.settings_reads import settings_read_by
 from graph_service.settings import Settings, SettingsError
+from graph_service.telemetry.build_info import package_version
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -338,13 +338,6 @@ def _epilog(name: str, command: Command) -> str:
     if name == "up":
         epilog += f"{_stack_variables()}\n\n{PASSED_ON}"
     return epilog + (f"\n\n{TRACING}" if command.traced else "")
-
-
-def package_version() -> str:
-    try:
-        return version("socialgraph")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "unknown"
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -139,7 +139,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         segments=args.segments,
         settle_seconds=args.settle_seconds,
     )
-    print(target_line("fsck", settings, cache=True), file=sys.stderr)
+    print(target_line("fsck", settings, cache_url=settings.redis_url), file=sys.stderr)
     report = Report(io.StringIO() if args.json else None)  # --json: one object at the end, no lines
     metrics = None if args.metrics_file is None else _metrics(args.metrics_file, report)
     return measured("fsck", metrics, lambda: _check(settings, plan, report, as_json=args.json))

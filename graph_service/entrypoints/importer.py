@@ -104,7 +104,7 @@ async def run_import(
 
 async def _import(settings: Settings, options: ImportOptions, metrics: ImportRunMetrics | None) -> ImportResult:
     state, fresh = prepare(options)  # the file's checks first: they touch no table
-    print(target_line("import", settings, cache=False), file=sys.stderr)
+    print(target_line("import", settings), file=sys.stderr)
     if metrics is not None:
         metrics.refresh_with(lambda: _tally(metrics, state))
     if not state.finished:

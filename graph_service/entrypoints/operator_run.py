@@ -39,19 +39,21 @@ def _without_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-def target_line(command: str, settings: Settings, *, cache: bool) -> str:
+def target_line(command: str, settings: Settings, *, cache_url: str | None = None) -> str:
     """``socialgraph fsck: DynamoDB http://127.0.0.1:8000 (region us-east-1), tables sg_*, cache
     redis://127.0.0.1:6379/0``. Without ``SG_DYNAMODB_ENDPOINT``, the endpoint the AWS SDK resolves
-    (``https://dynamodb.us-east-1.amazonaws.com``, or ``AWS_ENDPOINT_URL_DYNAMODB``). ``cache``:
-    the command reads or writes the cache too (a password in the URL is left out)."""
+    (``https://dynamodb.us-east-1.amazonaws.com``, or ``AWS_ENDPOINT_URL_DYNAMODB``). ``cache_url``:
+    given by a command that reads or writes the cache too ("" when none is configured); a password
+    in it is left out. A command that never touches the cache passes none, so its ``--help`` (derived
+    from the settings its code reads) does not list the cache's variables."""
     dynamo = AsyncDynamo.build(settings)  # connects to nothing: it only resolves the endpoint
     try:
         endpoint = str(dynamo.client.meta.endpoint_url)
     finally:
         dynamo.close()
     line = f"socialgraph {command}: DynamoDB {endpoint} (region {settings.aws_region}), tables {settings.table_prefix}*"
-    if cache:
-        line += f", cache {_without_credentials(settings.redis_url)}" if settings.redis_url else ", no cache"
+    if cache_url is not None:
+        line += f", cache {_without_credentials(cache_url)}" if cache_url else ", no cache"
     return line
 
 

@@ -64,7 +64,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return _usage(f"--segments must be between 1 and {MAX_SEGMENTS}")
     if not 0 <= args.settle_seconds <= 3600:
         return _usage("--settle-seconds must be between 0 and 3600")
-    print(target_line("reconcile", settings, cache=args.fix), file=sys.stderr)
+    print(target_line("reconcile", settings, cache_url=settings.redis_url if args.fix else None), file=sys.stderr)
     metrics = None if args.metrics_file is None else ReconcileRunMetrics(args.metrics_file)
     return measured("reconcile", metrics, lambda: _run(settings, args, user_ids, metrics))
 

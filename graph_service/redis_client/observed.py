@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.exceptions import NoScriptError
 
 from graph_service.telemetry.backend_calls import RedisCallMetrics
 
@@ -61,7 +62,9 @@ class RedisObserver:
 
     async def run(self, operation: str, pending: Awaitable[T], batch: int = 0) -> T:
         """Await ``pending``, the call ``operation`` (of ``batch`` commands for a pipeline)."""
-        if self._tracer is not None and self._current_span().get_span_context().is_valid:
+        # Only inside a span that records: a call outside any span (a poll, a lease renewal) or in an
+        # unsampled request makes no span, and pays for none.
+        if self._tracer is not None and self._current_span().is_recording():
             return await self._traced(operation, pending, batch)
         started = time.perf_counter()
         try:
@@ -88,8 +91,9 @@ class RedisObserver:
 
                 self._metrics.failed(operation, type(exc).__name__)
                 span.set_attribute("error.type", type(exc).__name__)
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, str(exc)))
+                if not isinstance(exc, NoScriptError):  # answered: the script is loaded and run again at once
+                    span.record_exception(exc)
+                    span.set_status(Status(StatusCode.ERROR, str(exc)))
                 raise
             finally:
                 self._metrics.observe(operation, time.perf_counter() - started)

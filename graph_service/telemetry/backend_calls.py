@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from graph_service.telemetry.rpc import BUCKETS
+
 __all__ = ["BUCKETS", "CallMetrics", "DynamoCallMetrics", "RedisCallMetrics"]
 
-BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-"""Seconds: a Redis call takes a fraction of a millisecond, a DynamoDB one a few; retries take seconds."""
+# The RPCs' buckets (seconds): a Redis call takes a fraction of a millisecond, a DynamoDB one a few,
+# retries take seconds.
 
 
 class CallMetrics:

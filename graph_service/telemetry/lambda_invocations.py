@@ -23,11 +23,15 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+import structlog
+
 from graph_service.telemetry.build_info import build_info
 from graph_service.telemetry.emf import Figure, emf_line
 from graph_service.telemetry.streams import record_created_at
 
 __all__ = ["LambdaInvocation"]
+
+log = structlog.get_logger(__name__)
 
 
 def _print(line: str) -> None:
@@ -92,10 +96,13 @@ class LambdaInvocation:
         properties = {"Component": self._component, "Version": build.version, "Commit": build.commit}
         if self._request_id:
             properties["RequestId"] = self._request_id
-        line = emf_line(
-            self._figures,
-            {"Function": self._function},
-            timestamp_ms=int(self._clock() * 1000),
-            properties=properties,
-        )
-        self._write(line)
+        try:
+            line = emf_line(
+                self._figures,
+                {"Function": self._function},
+                timestamp_ms=int(self._clock() * 1000),
+                properties=properties,
+            )
+            self._write(line)
+        except Exception:  # the figures are not worth the batch: a committed batch must not be retried for them
+            log.exception("emf_line_failed", function=self._function)

@@ -24,6 +24,7 @@ from graph_service.api.interceptors import RequestInterceptor
 from graph_service.api.server import tracing_interceptor
 from graph_service.api.tracing import TracingInterceptor, peer_attributes
 from graph_service.domain.errors import Blocked, Unavailable
+from tests.support.polling import eventually
 
 SERVICE = "socialgraph.v1.SocialGraphService"
 Handler = Callable[[bytes, Any], Awaitable[bytes]]
@@ -94,8 +95,14 @@ async def call(address: str, method: str, metadata: tuple[tuple[str, str], ...] 
     return grpc.StatusCode.OK
 
 
-def server_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [span for span in exporter.get_finished_spans() if span.kind is SpanKind.SERVER]
+async def server_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    """The server spans, once one has ended: the caller may have its answer before the server's
+    interceptor ends the span."""
+
+    async def finished() -> list[ReadableSpan]:
+        return [span for span in exporter.get_finished_spans() if span.kind is SpanKind.SERVER]
+
+    return await eventually(finished, bool, timeout=5)
 
 
 async def test_the_span_continues_the_callers_traceparent_with_the_rpc_conventions(
@@ -105,7 +112,7 @@ async def test_the_span_continues_the_callers_traceparent_with_the_rpc_conventio
     metadata = (("traceparent", f"00-{trace_id}-{parent_id}-01"), ("x-request-id", "req-7"))
     SEEN.clear()
     assert await call(address, "Follow", metadata) is grpc.StatusCode.OK
-    (span,) = server_spans(exporter)
+    (span,) = await server_spans(exporter)
     assert span.name == f"{SERVICE}/Follow"
     assert format(span.context.trace_id, "032x") == trace_id
     assert span.parent is not None
@@ -134,7 +141,7 @@ async def test_without_a_traceparent_the_span_starts_a_trace_and_names_the_reque
     address: str, exporter: InMemorySpanExporter
 ) -> None:
     assert await call(address, "Follow") is grpc.StatusCode.OK
-    (span,) = server_spans(exporter)
+    (span,) = await server_spans(exporter)
     assert span.parent is None
     request_id = dict(span.attributes or {})["socialgraph.request_id"]
     assert isinstance(request_id, str)
@@ -165,7 +172,7 @@ async def test_the_status_code_is_recorded_and_only_a_servers_fault_is_an_error(
     address: str, exporter: InMemorySpanExporter, method: str, code: grpc.StatusCode, status: StatusCode
 ) -> None:
     assert await call(address, method) is code
-    (span,) = server_spans(exporter)
+    (span,) = await server_spans(exporter)
     attributes = dict(span.attributes or {})
     assert attributes["rpc.grpc.status_code"] == code.value[0]
     assert span.status.status_code is status

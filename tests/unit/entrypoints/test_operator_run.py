@@ -19,18 +19,18 @@ from graph_service.telemetry.operator_runs import FsckRunMetrics, ImportRunMetri
 
 def test_the_target_line_names_endpoint_region_tables_and_cache() -> None:
     local = Settings(dynamodb_endpoint="http://127.0.0.1:8000", table_prefix="sg_")
-    assert target_line("import", local, cache=False) == (
+    assert target_line("import", local) == (
         "socialgraph import: DynamoDB http://127.0.0.1:8000 (region us-east-1), tables sg_*"
     )
     cached = Settings(dynamodb_endpoint="http://127.0.0.1:8000", redis_url="rediss://ops:s3cret@cache.internal:6380/0")
-    assert target_line("fsck", cached, cache=True).endswith(", tables sg_*, cache rediss://cache.internal:6380/0")
-    assert target_line("fsck", Settings(redis_url=""), cache=True).endswith(", no cache")
+    assert target_line("fsck", cached, cache_url=cached.redis_url).endswith(", tables sg_*, cache rediss://cache.internal:6380/0")
+    assert target_line("fsck", Settings(), cache_url="").endswith(", no cache")
 
 
 def test_without_an_endpoint_the_line_names_the_regional_aws_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
-    line = target_line("reconcile", Settings(aws_region="eu-west-1", table_prefix="prod_"), cache=False)
+    line = target_line("reconcile", Settings(aws_region="eu-west-1", table_prefix="prod_"))
     assert line == (
         "socialgraph reconcile: DynamoDB https://dynamodb.eu-west-1.amazonaws.com (region eu-west-1), tables prod_*"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from graph_service.telemetry.build_info import build_info
 from graph_service.telemetry.lambda_invocations import LambdaInvocation
@@ -54,3 +55,17 @@ def test_a_failed_invocation_writes_its_line_and_still_raises() -> None:
     assert figures["RecordsRead"] == (0, "Count")
     assert "StreamLagSeconds" not in figures  # no record, no lag
     assert "BatchItemFailures" not in figures  # it never answered
+
+
+def test_a_line_that_cannot_be_written_never_fails_a_batch_that_committed() -> None:
+    """The figures are not worth a retry of the batch: a line refused (a figure CloudWatch would
+    drop) or a write that fails is logged, and the invocation answers as it would have."""
+
+    def broken(line: str) -> None:
+        raise OSError("stdout closed")
+
+    with capture_logs() as logged, LambdaInvocation("sg-counters", "counters", {}, write=broken) as inv:
+        inv.count("ChangesApplied", 1)
+    with capture_logs() as refused, LambdaInvocation("sg-counters", "counters", {}, write=print) as inv:
+        inv.count("NotANumber", float("nan"))
+    assert [entry["event"] for entry in logged + refused] == ["emf_line_failed", "emf_line_failed"]
