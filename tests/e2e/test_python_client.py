@@ -1,5 +1,6 @@
 """The Python client against a real server: both clients alike over every RPC, retries through a
-restart, deadlines, metadata, each error class, paging by token, and the wheel at its lowest and newest versions."""
+restart, deadlines, metadata, each error class, paging by token, and the wheel at its lowest and newest versions
+(and with protobuf 6), warnings as errors."""
 
 from __future__ import annotations
 
@@ -382,6 +383,13 @@ def requirements(wheel: Path) -> list[Requirement]:
     return found
 
 
+PROTOBUF_6 = {"protobuf": "6.31.1", "googleapis-common-protos": "1.75.0"}
+"""A protobuf 6 within the client's range: 6.31.1 is the last 6.x release that warns at the import of
+the stubs' 5.x gencode (6.32 dropped the warning), a warning the client keeps from failing a program
+run with ``-W error``; googleapis-common-protos 1.75.0 is the newest that allows it (1.76 needs
+protobuf 6.33.5). The other dependencies are the newest."""
+
+
 def floor(requirement: Requirement) -> str:
     (lowest,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
     return lowest
@@ -419,14 +427,17 @@ async def test_wheel_at_its_lowest_and_newest_allowed_versions_calls_a_server(
     wheel: Path, server: ServerRuntime, tmp_path: Path
 ) -> None:
     """The built wheel, installed into fresh venvs with every dependency (an extra's too) at its floor,
-    and at the version this project runs (requirements/constraints.txt: the newest it has vetted),
-    imports and calls the server with both clients under exactly those versions."""
+    at the version this project runs (requirements/constraints.txt: the newest it has vetted), and at
+    those with protobuf 6 (``PROTOBUF_6``), imports and calls the server with both clients under
+    exactly those versions, with every warning an error (``-W error``)."""
     wanted = requirements(wheel)
     assert {r.name for r in wanted if r.marker is None} == {"protobuf", "grpcio", "googleapis-common-protos"}
     lowest = {r.name: floor(r) for r in wanted}
     newest = {r.name: version(r.name) for r in wanted}
+    protobuf_6 = {**newest, **PROTOBUF_6}
     for requirement in wanted:
         assert requirement.specifier.contains(newest[requirement.name]), (requirement, newest[requirement.name])
+        assert requirement.specifier.contains(protobuf_6[requirement.name]), (requirement, protobuf_6)
     extras = wheel_metadata(wheel).get_all("Provides-Extra") or []
     package = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
 
@@ -439,11 +450,15 @@ async def test_wheel_at_its_lowest_and_newest_allowed_versions_calls_a_server(
         await run(
             uv, "pip", "install", "--quiet", "--python", str(python), package, *(f"{n}=={v}" for n, v in pins.items())
         )
-        out = await run(str(python), "-I", "-c", PROBE, target(server), str(star), *pins)
+        out = await run(str(python), "-I", "-W", "error", "-c", PROBE, target(server), str(star), *pins)
         return dict(json.loads(out))
 
-    seen = await asyncio.gather(install_and_call("lowest", lowest, 7000), install_and_call("newest", newest, 7100))
-    assert seen == [lowest, newest]
+    seen = await asyncio.gather(
+        install_and_call("lowest", lowest, 7000),
+        install_and_call("newest", newest, 7100),
+        install_and_call("protobuf-6", protobuf_6, 7200),
+    )
+    assert list(seen) == [lowest, newest, protobuf_6]
 
 
 async def run(*command: str) -> str:

@@ -6,9 +6,10 @@ keepalive dropping a connection that stopped answering."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ from socialgraph_devstack.processes import free_port
 
 from tests.integration.client.scripted_server import scripted_server
 from tests.support.certs import issue, make_ca
+from tests.support.polling import eventually
 from tests.support.tcp_freeze import tcp_freeze
 
 TRACER = TracerProvider().get_tracer("socialgraph-client-tests")
@@ -95,6 +97,106 @@ async def test_closing_the_client_ends_a_call_waiting_for_a_first_server_at_once
     await asyncio.to_thread(blocking.close)
     with pytest.raises(Cancelled, match="the client is closed"):
         await asyncio.wait_for(waiting, 10)  # well before the call's deadline
+
+
+async def current(read: Callable[[], int]) -> int:
+    """``read()``, as the probe ``eventually`` awaits."""
+    return read()
+
+
+@contextlib.asynccontextmanager
+async def listener() -> AsyncIterator[tuple[int, list[int]]]:
+    """A TCP port that accepts connections and says nothing (no gRPC): yields the port and the list
+    of connections accepted so far (one entry each)."""
+    accepted: list[int] = []
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], accepted
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+
+
+async def test_a_lazy_client_starts_connecting_at_connect_without_a_call() -> None:
+    """``connect`` returns at once and the channel connects in the background: the server sees a
+    connection from each client before any call is made."""
+    async with listener() as (port, accepted):
+        graph = await AsyncSocialGraphClient.connect(target(port))
+        try:
+            await eventually(lambda: current(lambda: len(accepted)), lambda count: count >= 1, timeout=10)
+        finally:
+            await graph.close()
+    async with listener() as (port, accepted):
+        blocking = await asyncio.to_thread(SocialGraphClient.connect, target(port))
+        try:
+            await eventually(lambda: current(lambda: len(accepted)), lambda count: count >= 1, timeout=10)
+        finally:
+            await asyncio.to_thread(blocking.close)
+
+
+async def test_a_call_let_in_just_as_the_client_closes_does_not_wait_for_a_server() -> None:
+    """A call that passed the closed check when ``close`` ran (here: closed by its own token function,
+    after the check and before the call's wait for a first server) raises ``Cancelled`` at once, not
+    after its deadline (20 s here)."""
+    clients: list[SocialGraphClient] = []
+
+    def closing_token() -> str:
+        clients[0].close()
+        return "token"
+
+    clients.append(SocialGraphClient.connect(target(free_port()), token=closing_token))
+    waiting = asyncio.create_task(asyncio.to_thread(clients[0].is_following, 1, 2, timeout=20))
+    with pytest.raises(Cancelled, match="the client is closed"):
+        await asyncio.wait_for(waiting, 10)  # well before the call's deadline
+
+
+async def test_closing_the_client_ends_a_call_in_flight_or_between_attempts_with_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Both clients: a call paused before its next attempt (30 s of backoff here) raises ``Cancelled``
+    when the client is closed, at once, and so does a call whose attempt is in flight (not gRPC's
+    "closed channel" errors, nor asyncio's ``CancelledError``)."""
+    caplog.set_level(logging.INFO, logger="socialgraph_client")
+    slow = RetryPolicy(initial_backoff=30, max_backoff=30)
+
+    def pauses() -> int:
+        return len([record for record in caplog.records if record.getMessage().startswith("retrying IsFollowing")])
+
+    async with scripted_server() as (script, port):
+        graph = await AsyncSocialGraphClient.connect(target(port), retry=slow)
+        blocking = SocialGraphClient.connect(target(port), retry=slow)
+        script.refusals = [grpc.StatusCode.UNAVAILABLE] * 2
+        paused = asyncio.create_task(graph.is_following(1, 2, timeout=60))
+        await eventually(lambda: current(pauses), lambda count: count == 1)
+        waiting = asyncio.create_task(asyncio.to_thread(blocking.is_following, 1, 2, timeout=60))
+        await eventually(lambda: current(pauses), lambda count: count == 2)
+        await graph.close()
+        await asyncio.to_thread(blocking.close)
+        for call in (paused, waiting):
+            with pytest.raises(Cancelled, match="the client is closed") as closed:
+                await asyncio.wait_for(call, 10)  # well before the pause ends
+            assert closed.value.attempts == 1
+
+        script.hang = True
+        graph = await AsyncSocialGraphClient.connect(target(port))
+        blocking = SocialGraphClient.connect(target(port))
+        in_flight = [
+            asyncio.create_task(graph.is_following(1, 2, timeout=60)),
+            asyncio.create_task(asyncio.to_thread(blocking.is_following, 1, 2, timeout=60)),
+        ]
+        await eventually(lambda: current(lambda: len(script.calls)), lambda count: count == 4)
+        await graph.close()
+        await asyncio.to_thread(blocking.close)
+        for call in in_flight:
+            with pytest.raises(Cancelled, match="the client is closed"):
+                await asyncio.wait_for(call, 10)
 
 
 async def test_connect_timeout_still_waits_at_connect_for_a_ready_server() -> None:

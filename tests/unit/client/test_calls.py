@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import pickle
 import time
 from collections.abc import Callable
@@ -9,14 +10,22 @@ from typing import Any
 
 import grpc
 import pytest
-from socialgraph_client import USE_CLIENT_DEFAULT, Cancelled, Deadlines, RetryPolicy, SocialGraphError
-from socialgraph_client.calls import Lifecycle, Planner
+from socialgraph_client import (
+    USE_CLIENT_DEFAULT,
+    Cancelled,
+    DeadlineExceeded,
+    Deadlines,
+    RetryPolicy,
+    SocialGraphError,
+)
+from socialgraph_client.calls import CallPlan, Lifecycle, Planner
 from socialgraph_client.channel import plan_channel
 from socialgraph_client.rpcs import FOLLOW, IS_FOLLOWING, SUGGEST_FOLLOWS, Rpc
 from socialgraph_client.tokens import BearerToken
 
 DEADLINES = Deadlines(read=1.0, write=2.0, heavy=3.0)
 POLICY = RetryPolicy(max_attempts=6, initial_backoff=0.1, max_backoff=0.4, multiplier=2.0)
+UNAVAILABLE, DEADLINE_EXCEEDED = grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 def planner(retry: RetryPolicy | None = POLICY, deadlines: Deadlines = DEADLINES) -> Planner:
@@ -169,21 +178,46 @@ def test_the_default_policy_retries_until_the_deadline_not_a_count() -> None:
         assert plan.wait_before_retry(failure(grpc.StatusCode.UNAVAILABLE)) is not None
 
 
-def test_a_deadline_that_runs_out_on_a_retry_raises_what_was_retried() -> None:
-    """``DEADLINE_EXCEEDED`` of the last attempt hides less than the ``UNAVAILABLE`` that caused it."""
-    plan = planner().plan(FOLLOW, 60, None)
-    plan.timeout()
-    unavailable = failure(grpc.StatusCode.UNAVAILABLE)
-    assert plan.wait_before_retry(unavailable) is not None
-    plan.timeout()
-    late = failure(grpc.StatusCode.DEADLINE_EXCEEDED)
-    assert plan.wait_before_retry(late) is None
-    raised = plan.final(late)
-    assert raised is unavailable
+def attempts(plan: CallPlan, *codes: grpc.StatusCode) -> SocialGraphError:
+    """Run ``plan``'s attempts failing with ``codes`` in turn, as a transport does, until it stops
+    retrying; return the error the call raises."""
+    for code in codes:
+        plan.timeout()
+        error = failure(code)
+        if plan.wait_before_retry(error) is None:
+            return plan.final(error)
+    raise AssertionError(f"still retrying after {codes}")
+
+
+def test_a_retry_that_times_out_after_unavailable_is_deadline_exceeded_not_unavailable() -> None:
+    """attempt 1 ``UNAVAILABLE``, attempt 2 cut by its ``attempt_timeout`` and the last of
+    ``max_attempts``: the second may have been carried out, so the call is ``DeadlineExceeded``, the
+    error that says a write may have committed; the same when the call's deadline cut it."""
+    hung = RetryPolicy(attempt_timeout=0.3, max_attempts=2)
+    raised = attempts(planner().plan(FOLLOW, 3.0, None, hung), UNAVAILABLE, DEADLINE_EXCEEDED)
+    assert (raised.code(), raised.attempts) == (DEADLINE_EXCEEDED, 2)
+    deadline = attempts(planner(RetryPolicy()).plan(FOLLOW, 3.0, None), UNAVAILABLE, DEADLINE_EXCEEDED)
+    assert (deadline.code(), deadline.attempts) == (DEADLINE_EXCEEDED, 2)
+
+
+def test_an_attempt_that_timed_out_then_no_answer_is_deadline_exceeded_and_a_definite_answer_is_raised() -> None:
+    """After an attempt cut by its ``attempt_timeout``, a last attempt that got no answer either
+    (``UNAVAILABLE``) makes the call ``DeadlineExceeded`` (named after the last failure, with every
+    attempt counted); a last attempt the server answered (``INVALID_ARGUMENT``) is raised as it is."""
+    hung = RetryPolicy(attempt_timeout=0.3, max_attempts=2)
+    raised = attempts(planner().plan(FOLLOW, 3.0, None, hung), DEADLINE_EXCEEDED, UNAVAILABLE)
+    assert isinstance(raised, DeadlineExceeded)
     assert raised.attempts == 2
+    assert "UNAVAILABLE" in raised.message
+    answered = attempts(planner().plan(FOLLOW, 3.0, None, hung), DEADLINE_EXCEEDED, grpc.StatusCode.INVALID_ARGUMENT)
+    assert (answered.code(), answered.attempts) == (grpc.StatusCode.INVALID_ARGUMENT, 2)
+    unreached = attempts(planner(RetryPolicy(max_attempts=3)).plan(FOLLOW, 3.0, None), *[UNAVAILABLE] * 3)
+    assert (unreached.code(), unreached.attempts) == (UNAVAILABLE, 3)  # no attempt timed out: nothing was done
     first = planner().plan(FOLLOW, 60, None)
     first.timeout()
-    assert first.final(late) is late  # no retry ran: the deadline is the news
+    late = failure(DEADLINE_EXCEEDED)
+    assert first.wait_before_retry(late) is None
+    assert first.final(late) is late  # one attempt, cut by the deadline: its own error
 
 
 def test_a_negative_retry_info_waits_nothing() -> None:
@@ -201,27 +235,46 @@ def test_a_closed_client_or_a_forked_process_is_refused_clearly() -> None:
     lifecycle.closed = True
     with pytest.raises(Cancelled, match="closed"):
         lifecycle.check()
+    plan = planner().plan(FOLLOW, None, None)
+    plan.timeout()
+    with pytest.raises(Cancelled) as refused:
+        lifecycle.check(plan)  # closed between two attempts of a call: the call's ID and attempts so far
+    assert (refused.value.request_id, refused.value.attempts) == (plan.request_id, 1)
 
 
 def test_an_attempt_gets_its_own_timeout_when_shorter_than_the_time_left() -> None:
     policy = RetryPolicy(attempt_timeout=0.5)
-    plan = planner(policy).plan(FOLLOW, 2.0, None)
+    plan = planner(policy).plan(IS_FOLLOWING, 2.0, None)
     assert plan.timeout() == 0.5
-    short = planner(policy).plan(FOLLOW, 0.2, None)
+    short = planner(policy).plan(IS_FOLLOWING, 0.2, None)
     assert short.timeout() == pytest.approx(0.2, abs=0.05)  # the deadline is nearer: the time left
-    endless = planner(policy, Deadlines(write=None)).plan(FOLLOW, None, None)
+    endless = planner(policy, Deadlines(read=None)).plan(IS_FOLLOWING, None, None)
     assert endless.timeout() == 0.5
+
+
+def test_the_clients_attempt_timeout_bounds_reads_only_and_a_calls_own_bounds_any_call() -> None:
+    """Given to ``connect``, ``attempt_timeout`` would cut a slow write or a heavy read every so often
+    for ever; it bounds the reads. Given to one call, it bounds that call whatever its kind."""
+    client = planner(RetryPolicy(attempt_timeout=0.5, max_attempts=4))
+    assert client.plan(IS_FOLLOWING, None, None).timeout() == 0.5
+    write, heavy = client.plan(FOLLOW, None, None), client.plan(SUGGEST_FOLLOWS, None, None)
+    assert write.timeout() == pytest.approx(2.0, abs=0.05)
+    assert heavy.timeout() == pytest.approx(3.0, abs=0.05)
+    assert write.retry == RetryPolicy(max_attempts=4)  # the rest of the client's policy holds
+    own = RetryPolicy(attempt_timeout=0.5)
+    assert client.plan(FOLLOW, None, None, own).timeout() == 0.5
+    assert client.plan(SUGGEST_FOLLOWS, None, None, own).timeout() == 0.5
 
 
 def test_an_attempt_that_ran_out_of_its_own_timeout_is_retried_and_one_that_ran_out_of_the_calls_is_not() -> None:
     """``DEADLINE_EXCEEDED`` after an attempt's own timeout (a hung replica) is retried with backoff;
     after the call's deadline (the attempt had all the time left) it is raised."""
-    plan = planner(RetryPolicy(attempt_timeout=0.5)).plan(FOLLOW, 60, None)
+    plan = planner(RetryPolicy(attempt_timeout=0.5)).plan(IS_FOLLOWING, 60, None)
     plan.timeout()
     wait = plan.wait_before_retry(failure(grpc.StatusCode.DEADLINE_EXCEEDED))
     assert wait is not None
     assert 0.025 <= wait <= 0.05
-    last = planner(RetryPolicy(attempt_timeout=5.0)).plan(FOLLOW, 0.3, None)
+    last = planner(RetryPolicy(attempt_timeout=5.0)).plan(IS_FOLLOWING, 0.3, None)
     last.timeout()  # 0.3 s left: the attempt gets the time left, not its 5 s
     assert last.wait_before_retry(failure(grpc.StatusCode.DEADLINE_EXCEEDED)) is None
     without = planner(RetryPolicy()).plan(FOLLOW, 60, None)
@@ -289,6 +342,45 @@ def test_the_trace_context_comes_after_the_calls_metadata_and_never_replaces_it(
     assert [value for key, value in own.metadata if key == "traceparent"] == ["00-mine-01-01"]
     quiet = Planner(DEADLINES, POLICY, (), tracing=lambda carrier: None)
     assert [key for key, _ in quiet.plan(FOLLOW, None, None).metadata] == ["x-request-id"]
+
+
+def test_a_call_that_gives_any_key_of_the_trace_context_gets_none_of_the_current_one() -> None:
+    """A context is sent whole or not at all: a call's own ``traceparent`` does not travel with the
+    current span's ``tracestate`` and ``baggage``."""
+
+    def propagate(carrier: dict[str, str]) -> None:
+        carrier.update({"traceparent": "00-ab-cd-01", "tracestate": "vendor=current", "baggage": "k=v"})
+
+    traced = Planner(DEADLINES, POLICY, (), tracing=propagate)
+    own = traced.plan(FOLLOW, None, {"traceparent": "00-mine-01-01"})
+    assert [pair for pair in own.metadata if pair[0] != "x-request-id"] == [("traceparent", "00-mine-01-01")]
+    baggage_only = traced.plan(FOLLOW, None, {"baggage": "mine=1"})
+    assert [pair for pair in baggage_only.metadata if pair[0] != "x-request-id"] == [("baggage", "mine=1")]
+
+
+def test_a_propagator_that_fails_or_writes_what_metadata_cannot_carry_never_fails_the_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A propagator that raises: the call goes without a context. One that writes a binary
+    ``grpc-trace-bin`` beside a ``traceparent``: the call goes with the ``traceparent`` alone. Either
+    is said by one WARNING, not one per call."""
+
+    def broken(carrier: dict[str, str]) -> None:
+        raise RuntimeError("no tracer")
+
+    def census(carrier: dict[str, Any]) -> None:
+        carrier.update({"grpc-trace-bin": b"\x00\x01", "traceparent": "00-ab-cd-01"})
+
+    failing = Planner(DEADLINES, POLICY, (), tracing=broken)
+    binary = Planner(DEADLINES, POLICY, (), tracing=census)
+    with caplog.at_level(logging.WARNING, logger="socialgraph_client"):
+        for _ in range(3):
+            assert [key for key, _ in failing.plan(FOLLOW, None, None).metadata] == ["x-request-id"]
+            assert [key for key, _ in binary.plan(FOLLOW, None, None).metadata] == ["traceparent", "x-request-id"]
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2, said  # once per client
+    assert "RuntimeError('no tracer')" in said[0]
+    assert "grpc-trace-bin" in said[1]
 
 
 def test_channel_defaults_keep_a_long_lived_connection_checked_and_options_override_them() -> None:

@@ -29,7 +29,7 @@ from socialgraph_client import (
     Unavailable,
     Unimplemented,
 )
-from socialgraph_client.errors import error_from_rpc
+from socialgraph_client.errors import _restore, error_from_rpc
 
 from graph_service.api.error_mapping import to_grpc_status
 from graph_service.domain.errors import (
@@ -157,6 +157,37 @@ def test_errors_survive_pickling() -> None:
     assert (copy.code, copy.reason, copy.retry_after, copy.request_id, copy.attempts, str(copy)) == (
         error.code, error.reason, error.retry_after, "r-1", 3, str(error),
     )  # fmt: skip
+
+
+class PickledBy12:
+    """Pickles as client 1.2 pickled a ``FailedPrecondition``: ``_restore`` with the class, the args and
+    the state of 1.2, where ``code`` was an attribute and ``reason`` a plain string."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {
+            "code": grpc.StatusCode.FAILED_PRECONDITION,
+            "message": "one of the accounts blocks the other",
+            "reason": "BLOCKED",
+            "metadata": {"follower_id": "1", "followee_id": "2"},
+            "request_id": "r-12",
+            "retry_after": None,
+            "attempts": 2,
+        }
+        return (_restore, (FailedPrecondition, ("FAILED_PRECONDITION BLOCKED: one of ... (request r-12)",), state))
+
+
+def test_an_error_pickled_by_version_1_2_unpickles_with_its_code_and_methods() -> None:
+    """A result backend holding errors of the earlier client still reads them after the upgrade."""
+    copy = pickle.loads(pickle.dumps(PickledBy12()))  # noqa: S301 - our own bytes
+    assert type(copy) is FailedPrecondition
+    assert copy.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert copy.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert copy.reason is Reason.BLOCKED
+    assert (copy.trailing_metadata(), copy.initial_metadata(), copy.details()) == ((), (), copy.message)
+    assert (copy.metadata["follower_id"], copy.request_id, copy.attempts) == ("1", "r-12", 2)
+    assert str(copy) == "FAILED_PRECONDITION BLOCKED: one of ... (request r-12)"
+    again = pickle.loads(pickle.dumps(copy))  # noqa: S301 - our own bytes
+    assert (again.code(), again.reason) == (grpc.StatusCode.FAILED_PRECONDITION, Reason.BLOCKED)
 
 
 def test_another_domains_error_info_is_not_taken_for_a_reason() -> None:

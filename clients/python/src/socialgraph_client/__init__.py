@@ -4,6 +4,7 @@ Both have the same methods, built on one description of the RPCs (``rpcs.py``); 
 README for every method, the errors, retries, deadlines, paging, interceptors and tracing.
 """
 
+from socialgraph_client import _stubs  # noqa: F401 - first: the generated modules, imported without protobuf 6.3x's warning
 from socialgraph_client._version import API_FINGERPRINT, API_PACKAGE, __version__
 from socialgraph_client.aio import AsyncSocialGraphClient
 from socialgraph_client.errors import (

@@ -1,9 +1,11 @@
 """The asyncio transport: a ``grpc.aio`` channel (with the caller's interceptors), the wait for a
-first ready server, the retry loop, the page walker, and the pause between polls."""
+first ready server, the retry loop (which ``close`` ends with ``Cancelled``), the page walker, and
+the pause between polls."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -39,6 +41,8 @@ class AsyncTransport:
         """A server has been ready once; until then each call first waits for one (lazy connect)."""
         self._methods: dict[str, Any] = {}
         self._lifecycle = Lifecycle()
+        self._closing = asyncio.Event()
+        """Set by ``close``: ends the calls' pauses between attempts at once."""
 
     @classmethod
     async def open(
@@ -58,6 +62,7 @@ class AsyncTransport:
         except BaseException:
             await channel.close(None)
             raise
+        channel.get_state(try_to_connect=True)  # a new channel stays IDLE until asked: connect in the background now
         return cls(channel, planner, plan, ready=connect_timeout is not None)
 
     async def call(
@@ -74,18 +79,33 @@ class AsyncTransport:
         if not self._ready:
             await self._first_ready(plan)
         while True:
+            self._lifecycle.check(plan)  # closed during the pause before this attempt: Cancelled
             try:
                 reply: Rep = await method(
                     request, timeout=plan.timeout(), metadata=plan.metadata, credentials=plan.credentials
                 )
                 return reply
             except grpc.aio.AioRpcError as failure:
+                self._lifecycle.check(plan)  # ended by close(): Cancelled, whatever the channel said
                 error: SocialGraphError = error_from_rpc(failure, plan.request_id, plan.attempts)
                 cause: BaseException = failure
+            except grpc.aio.UsageError:
+                self._lifecycle.check(plan)  # the channel closed between the check and the attempt
+                raise
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if self._lifecycle.closed and task is not None and not task.cancelling():
+                    self._lifecycle.check(plan)  # close() cancelled the attempt (the caller did not cancel the task)
+                raise
             wait = plan.wait_before_retry(error)
             if wait is None:
                 raise plan.final(error) from cause
-            await asyncio.sleep(wait)
+            await self._pause(wait)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next attempt, or until ``close``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), seconds)
 
     async def _first_ready(self, plan: CallPlan) -> None:
         """Wait, within the call's deadline, for the channel to reach a server for the first time; past
@@ -94,7 +114,7 @@ class AsyncTransport:
         try:
             await _wait_ready(self._channel, self._plan, plan.left(), plan.request_id)
         except Exception:
-            self._lifecycle.check()  # closed meanwhile (gRPC's UsageError): that is the news
+            self._lifecycle.check(plan)  # closed meanwhile (gRPC's UsageError): that is the news
             raise
         self._ready = True
 
@@ -106,6 +126,7 @@ class AsyncTransport:
 
     async def close(self) -> None:
         self._lifecycle.closed = True
+        self._closing.set()
         await self._channel.close(None)
 
 

@@ -151,8 +151,17 @@ def _known(reason: str) -> Reason | str:
 
 
 def _restore(kind: type[SocialGraphError], args: tuple[Any, ...], state: dict[str, Any]) -> SocialGraphError:
+    """An error from its pickled state: this version's, or an earlier one's (up to 1.2 ``code`` was
+    the attribute now held in ``_code``, ``reason`` a plain string, and no metadata was kept)."""
     error = kind.__new__(kind)
     error.args = args
+    state = dict(state)
+    if "code" in state:
+        state.setdefault("_code", state.pop("code"))
+    state.setdefault("_trailing", ())
+    state.setdefault("_initial", ())
+    if isinstance(state.get("reason"), str):
+        state["reason"] = _known(state["reason"])
     error.__dict__.update(state)
     return error
 

@@ -32,17 +32,27 @@ MAX_BATCH = 100
 MAX_DURATION_NS = 100 * 366 * 86_400 * 1_000_000_000
 """The longest mute (100 years, every year counted as a leap year), as the service allows."""
 DEFAULT_MAX_FOLLOWING = 7_500
-"""The service's default following cap (``SG_MAX_FOLLOWING``)."""
+"""The service's default following cap (``SG_MAX_FOLLOWING``; 0 there, as here, is no cap)."""
 
 
 class Refusal(Exception):
-    """What the service would answer with an error status: code, reason, message and metadata."""
+    """What the service would answer with an error status: code, reason, message, metadata, and the
+    delay of its ``RetryInfo`` (``retry_after``, seconds; None: none sent)."""
 
-    def __init__(self, code: grpc.StatusCode, reason: Reason | str, message: str, **metadata: str) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        reason: Reason | str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        **metadata: str,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
         self.metadata = metadata
 
 
@@ -105,7 +115,7 @@ def _drop(index: dict[int, dict[int, int]], owner: int, other: int) -> None:
 
 class GraphState:
     """What one server's tables would hold. ``max_following``: the following cap (follows and pending
-    requests of one account), past which a follow is ``FOLLOW_LIMIT``."""
+    requests of one account), past which a follow is ``FOLLOW_LIMIT``; 0: no cap."""
 
     def __init__(self, max_following: int) -> None:
         self.max_following = max_following
@@ -146,7 +156,7 @@ class GraphState:
         if followee_id in self._requests_out.get(follower_id, {}):
             return FollowState.REQUESTED  # a request waits only while the account is private
         made = len(self._following.get(follower_id, {})) + len(self._requests_out.get(follower_id, {}))
-        if made >= self.max_following:
+        if self.max_following and made >= self.max_following:
             raise Refusal(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 Reason.FOLLOW_LIMIT,

@@ -9,7 +9,7 @@ older than the client would.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -49,17 +49,19 @@ class FakeGraph:
     """One in-memory graph, as one server would hold it: share it between clients (a blocking and an
     asyncio one, several threads) to give them the same graph, and page tokens good for each.
 
-    ``max_following``: the following cap of the service (``SG_MAX_FOLLOWING``, 7,500 by default): a
-    follow or request past it is ``FailedPrecondition`` ``FOLLOW_LIMIT``. There is no follow rate
-    limit, no authentication, and counts are exact at once (the service's are within about a second).
+    ``max_following``: the following cap of the service (``SG_MAX_FOLLOWING``, 7,500 by default; 0:
+    no cap, as there): a follow or request past it is ``FailedPrecondition`` ``FOLLOW_LIMIT``. There
+    is no follow rate limit, no authentication, and counts are exact at once (the service's are
+    within about a second). ``fail_next`` makes calls fail as an outage or a limit would.
     """
 
     def __init__(self, *, max_following: int = DEFAULT_MAX_FOLLOWING) -> None:
-        if max_following < 1:
-            raise ValueError(f"max_following must be at least 1, not {max_following}")
+        if isinstance(max_following, bool) or not isinstance(max_following, int) or max_following < 0:
+            raise ValueError(f"max_following must be an integer from 0 (no cap) up, not {max_following!r}")
         self._state = GraphState(max_following)
         self._pages = Pages()
         self._lock = threading.Lock()
+        self._failures: deque[Refusal] = deque()
         self._answers: dict[str, Callable[[Any], Message]] = {
             rpcs.FOLLOW.path: self._follow,
             rpcs.UNFOLLOW.path: self._unfollow,
@@ -84,14 +86,38 @@ class FakeGraph:
             rpcs.LIST_MUTES.path: self._list_mutes,
         }
 
-    def answer(self, rpc: rpcs.Rpc[Req, Rep], request: Req) -> Rep:
-        """The response to ``request``, or a ``Refusal``; one call at a time, as one transaction each."""
-        answer = self._answers.get(rpc.path)
-        if answer is None:
-            raise Refusal(
-                grpc.StatusCode.UNIMPLEMENTED, "", f"{rpc.name} is not modelled by socialgraph_client.testing"
-            )
+    def fail_next(
+        self, code: grpc.StatusCode, reason: Reason | str | None = None, retry_after: float | None = None
+    ) -> None:
+        """Make the next call (of any client of this graph, to any method) fail with ``code``, and do
+        nothing else: the error the client would raise once its retries gave up, such as
+        ``UNAVAILABLE`` (``Unavailable``), ``DEADLINE_EXCEEDED`` (``DeadlineExceeded``), or
+        ``RESOURCE_EXHAUSTED`` with ``reason=Reason.RATE_LIMITED`` and ``retry_after`` (seconds, sent
+        as the service sends it, in ``RetryInfo``). Each call of this queues one failure: two make
+        the next two calls fail, in order."""
+        if not isinstance(code, grpc.StatusCode) or code is grpc.StatusCode.OK:
+            raise ValueError(f"code must be a grpc.StatusCode other than OK, not {code!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise ValueError(f"reason must be a Reason, a str or None, not {reason!r}")
+        if retry_after is not None and (
+            isinstance(retry_after, bool) or not isinstance(retry_after, int | float) or not retry_after >= 0
+        ):
+            raise ValueError(f"retry_after must be a number of seconds from 0 up, or None, not {retry_after!r}")
+        message = f"{code.name} made by FakeGraph.fail_next"
         with self._lock:
+            self._failures.append(Refusal(code, reason or "", message, retry_after=retry_after))
+
+    def answer(self, rpc: rpcs.Rpc[Req, Rep], request: Req) -> Rep:
+        """The response to ``request``, or a ``Refusal`` (the next of ``fail_next`` first); one call at
+        a time, as one transaction each."""
+        with self._lock:
+            if self._failures:
+                raise self._failures.popleft()
+            answer = self._answers.get(rpc.path)
+            if answer is None:
+                raise Refusal(
+                    grpc.StatusCode.UNIMPLEMENTED, "", f"{rpc.name} is not modelled by socialgraph_client.testing"
+                )
             return cast(Rep, answer(request))  # the table maps each RPC to its own response type
 
     # Follows

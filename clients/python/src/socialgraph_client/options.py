@@ -53,7 +53,8 @@ class RetryPolicy:
     wait drawn between half and all of the current delay; and ``RESOURCE_EXHAUSTED`` only when the
     server said when (``RetryInfo``), waiting that long. Never past the call's deadline nor past
     ``max_attempts``: a wait that would end after the deadline is not started, and the last error
-    is raised.
+    is raised; but after an attempt that ran out of time, a last attempt without an answer
+    (``UNAVAILABLE``) raises ``DeadlineExceeded`` (the call may have been carried out).
     Pass ``retry=None`` to ``connect`` (or to one call) to turn retries off.
     """
 
@@ -74,7 +75,11 @@ class RetryPolicy:
     and the time left); an attempt that runs out of it is sent again, so that a replica that hangs
     (stopped, not dead) costs this long rather than the whole deadline. It helps when the next
     attempt can reach another server: a target of several addresses with the ``round_robin`` policy,
-    or a load balancer that spreads requests. None: an attempt may take all the time left."""
+    or a load balancer that spreads requests. None: an attempt may take all the time left.
+
+    In the policy given to ``connect`` it bounds the read calls only (``Deadlines.read``'s kind):
+    writes and heavy reads can take far longer than a read when all is well, and would be cut and
+    sent again for ever. A call's own ``retry=`` policy applies it to that call, whatever its kind."""
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None and self.max_attempts < 1:

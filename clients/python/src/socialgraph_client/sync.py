@@ -84,7 +84,8 @@ class SocialGraphClient:
         returning the current one, called for every call (a token rotated without reconnecting); call
         credentials over TLS, ``authorization`` metadata over plaintext. ``tls``: TLS or mTLS from PEM
         files, or ``credentials``: ready-made channel credentials. ``metadata``: sent with every call.
-        ``deadlines``: default deadline per kind of call. ``retry``: the retry policy, None for none.
+        ``deadlines``: default deadline per kind of call. ``retry``: the retry policy, None for none
+        (its ``attempt_timeout`` bounds the read calls only; a call's own ``retry=`` applies as given).
         ``options``: gRPC channel options, over the client's defaults (keepalive among them).
         ``interceptors``: gRPC client interceptors (of ``grpc.aio`` for the asyncio client, of
         ``grpc`` for the blocking one), the first given the outermost. ``tracing``: writes the
@@ -108,7 +109,7 @@ class SocialGraphClient:
         self.close()
 
     def close(self) -> None:
-        """Close the channel; calls in flight are cancelled."""
+        """Close the channel; calls in flight, and calls waiting to be retried, raise ``Cancelled``."""
         self._transport.close()
 
     # Follows

@@ -1,5 +1,6 @@
 """The blocking transport: a ``grpc`` channel (with the caller's interceptors), the wait for a first
-ready server, the retry loop, the page walker (thread-safe), and the pause between polls."""
+ready server, the retry loop (which ``close`` ends with ``Cancelled``), the page walker
+(thread-safe), and the pause between polls."""
 
 from __future__ import annotations
 
@@ -46,8 +47,11 @@ class SyncTransport:
         self._methods: dict[str, Any] = {}
         self._lifecycle = Lifecycle()
         self._lock = threading.Lock()
+        """Guards ``_methods``, ``_waits`` and the closing of ``_lifecycle``."""
         self._waits: set[grpc.Future[Any]] = set()
         """The first calls' waits for a ready server, cancelled by ``close``."""
+        self._closing = threading.Event()
+        """Set by ``close``: ends the calls' pauses between attempts at once."""
 
     @classmethod
     def open(
@@ -67,6 +71,7 @@ class SyncTransport:
         except BaseException:
             channel.close()
             raise
+        _connect_now(channel)
         return cls(channel, calls, planner, plan, ready=connect_timeout is not None)
 
     def call(
@@ -83,30 +88,36 @@ class SyncTransport:
         if not self._ready:
             self._first_ready(plan)
         while True:
+            self._lifecycle.check(plan)  # closed during the pause before this attempt: Cancelled
             try:
                 reply: Rep = method(
                     request, timeout=plan.timeout(), metadata=plan.metadata, credentials=plan.credentials
                 )
                 return reply
             except grpc.RpcError as failure:
+                self._lifecycle.check(plan)  # ended by close(): Cancelled, whatever the channel said
                 error: SocialGraphError = error_from_rpc(failure, plan.request_id, plan.attempts)
                 cause: BaseException = failure
+            except ValueError:  # gRPC's "Cannot invoke RPC on closed channel!"
+                self._lifecycle.check(plan)  # the channel closed between the check and the attempt
+                raise
             wait = plan.wait_before_retry(error)
             if wait is None:
                 raise plan.final(error) from cause
-            time.sleep(wait)
+            self._closing.wait(wait)  # the pause, which close() ends at once
 
     def _first_ready(self, plan: CallPlan) -> None:
         """Wait, within the call's deadline, for the channel to reach a server for the first time; past
         it, ``ConnectError`` (nothing was sent). Later calls go at once, and a server lost later is
         the retry loop's (``UNAVAILABLE``)."""
-        ready = grpc.channel_ready_future(self._channel)
-        with self._lock:
+        with self._lock:  # close() either sees this wait and cancels it, or has closed before it starts
+            self._lifecycle.check(plan)
+            ready = grpc.channel_ready_future(self._channel)
             self._waits.add(ready)
         try:
             _wait_ready(ready, self._plan, plan.left(), plan.request_id)
         except (ConnectError, grpc.FutureCancelledError):
-            self._lifecycle.check()  # closed meanwhile: that is the news
+            self._lifecycle.check(plan)  # closed meanwhile: that is the news
             raise
         finally:
             with self._lock:
@@ -121,9 +132,10 @@ class SyncTransport:
             return method
 
     def close(self) -> None:
-        self._lifecycle.closed = True
         with self._lock:
+            self._lifecycle.closed = True
             waits, self._waits = self._waits, set()
+        self._closing.set()
         for ready in waits:
             ready.cancel()  # a first call waiting for a server ends now, with Cancelled
         self._channel.close()
@@ -138,6 +150,23 @@ def _wait_ready(ready: grpc.Future[Any], plan: ChannelPlan, seconds: float | Non
         ready.cancel()  # stops watching the channel
         waited = not_ready(plan, round(seconds or 0.0, 3))
         raise ConnectError(grpc.StatusCode.UNAVAILABLE, waited, request_id=request_id, attempts=0) from None
+
+
+def _connect_now(channel: grpc.Channel) -> None:
+    """Start connecting ``channel`` (a new one stays IDLE until asked), as ``grpc.aio``'s
+    ``get_state(try_to_connect=True)`` does: through the core channel, as gRPC's own connectivity
+    watcher asks, without the watcher's thread (which fails loudly when the channel is closed before
+    it runs); through a subscription when a gRPC release has no such channel."""
+    check = getattr(getattr(channel, "_channel", None), "check_connectivity_state", None)
+    if check is not None:
+        check(True)
+        return
+    channel.subscribe(_ignore, try_to_connect=True)
+    channel.unsubscribe(_ignore)
+
+
+def _ignore(state: grpc.ChannelConnectivity) -> None:
+    """The callback of ``_connect_now``'s subscription, which wants no news."""
 
 
 def walk_pages(fetch: Callable[[str], Page[T]], page_token: str) -> Iterator[T]:

@@ -7,8 +7,10 @@ same checks of arguments (``ValueError``), values, pages and iterators, and the 
 ``code``, ``reason``, ``metadata``) where the service would refuse. The graph follows the service's
 rules for follows, privacy and requests, blocks, mutes, counts, relationships, known and mutual
 followers, suggestions and pages; the account lifecycle and the home timeline answer
-``Unimplemented``. ``tests/integration/client/test_testing_double.py`` runs one set of calls
-against a double and against a real server and asserts the same answers.
+``Unimplemented``. ``FakeGraph.fail_next`` makes the next call fail with a code of your choice (an
+outage, a deadline, a rate limit), to test how your code handles it.
+``tests/integration/client/test_testing_double.py`` runs one set of calls against a double and
+against a real server and asserts the same answers.
 
     from socialgraph_client.testing import FakeGraph, FakeSocialGraphClient
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 from typing import Any, NoReturn, TypeVar
 
 import grpc
+from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
@@ -155,9 +158,18 @@ class _Refused(grpc.RpcError):
 
     def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:  # type: ignore[override]  # grpc-stubs' _Metadatum: the same pairs
         refusal = self._refusal
-        if not refusal.reason:
+        details = []
+        if refusal.reason:
+            info = AnyMessage()
+            info.Pack(error_details_pb2.ErrorInfo(reason=refusal.reason, domain=DOMAIN, metadata=refusal.metadata))
+            details.append(info)
+        if refusal.retry_after is not None:
+            delay = duration_pb2.Duration()
+            delay.FromNanoseconds(round(refusal.retry_after * 1e9))
+            retry = AnyMessage()
+            retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+            details.append(retry)
+        if not details:
             return ()
-        detail = AnyMessage()
-        detail.Pack(error_details_pb2.ErrorInfo(reason=refusal.reason, domain=DOMAIN, metadata=refusal.metadata))
-        status = status_pb2.Status(code=refusal.code.value[0], message=refusal.message, details=[detail])
+        status = status_pb2.Status(code=refusal.code.value[0], message=refusal.message, details=details)
         return ((DETAILS_KEY, status.SerializeToString()),)

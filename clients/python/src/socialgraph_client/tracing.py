@@ -2,10 +2,16 @@
 trace: OpenTelemetry's propagators write it (W3C ``traceparent`` and ``tracestate``, and
 ``baggage``, unless ``OTEL_PROPAGATORS`` names others) into the call's metadata.
 
-It needs ``opentelemetry-api`` (the ``otel`` extra: ``pip install 'socialgraph-client[otel]'``);
-without it, or with no span current and no baggage set, nothing is added. ``connect(tracing=...)``
-replaces it with another ``Propagator``, or turns it off with None (for instance when an
-OpenTelemetry gRPC client interceptor, given in ``interceptors=``, sends the context itself).
+It needs ``opentelemetry-api``: the ``otel`` extra, installed from a checkout of the repository as
+the package itself is (``pip install './clients/python[otel]'``), or any OpenTelemetry setup of the
+caller's own. Without it, or with no span current and no baggage set, nothing is added. A
+propagator that raises, or writes an entry gRPC metadata cannot carry (``grpc-trace-bin``), never
+fails a call: the call goes without it, and a warning is logged now and then. A call whose
+metadata already has any key the propagator writes (its own ``traceparent``) gets none of them.
+
+``connect(tracing=...)`` replaces it with another ``Propagator``, or turns it off with None (for
+instance when an OpenTelemetry gRPC client interceptor, given in ``interceptors=``, sends the
+context itself).
 """
 
 from __future__ import annotations
