@@ -23,7 +23,9 @@ def test_the_target_line_names_endpoint_region_tables_and_cache() -> None:
         "socialgraph import: DynamoDB http://127.0.0.1:8000 (region us-east-1), tables sg_*"
     )
     cached = Settings(dynamodb_endpoint="http://127.0.0.1:8000", redis_url="rediss://ops:s3cret@cache.internal:6380/0")
-    assert target_line("fsck", cached, cache_url=cached.redis_url).endswith(", tables sg_*, cache rediss://cache.internal:6380/0")
+    assert target_line("fsck", cached, cache_url=cached.redis_url).endswith(
+        ", tables sg_*, cache rediss://cache.internal:6380/0"
+    )
     assert target_line("fsck", Settings(), cache_url="").endswith(", no cache")
 
 
