@@ -32,7 +32,15 @@ from graph_service.telemetry.tracing import configure_tracing
 from relay.lambda_batches import RelayBatches
 from relay.sources import SOURCES, Converter
 
-__all__ = ["FIGURES", "RelayLambdaRuntime", "SkippedRecords", "build_relay_lambda", "handler", "relay_batches"]
+__all__ = [
+    "FIGURES",
+    "RelayLambdaRuntime",
+    "SkippedRecords",
+    "build_relay_lambda",
+    "handler",
+    "relay_batches",
+    "relay_sources",
+]
 
 FIGURES = {"produced": "EventsProduced", "skipped": "RecordsSkipped"}
 """What ``RelayLambdaRuntime.invoke`` answers -> its metric in the invocation's EMF line."""
@@ -79,17 +87,20 @@ class RelayLambdaRuntime:
             self.loop.close()
 
 
+def relay_sources(settings: Settings, skipped: SkippedRecords | None = None) -> dict[str, tuple[str, Converter]]:
+    """The table of every source (with SG_TABLE_PREFIX) -> its topic (as configured) and converter,
+    the same as the ``socialgraph relay`` process; ``skipped`` counts the records that could not be
+    converted."""
+    topics = topic_names(settings)
+    skipped = skipped if skipped is not None else SkippedRecords()
+    return {settings.table(s.table): (topics[s.topic], skipped.counting(s.convert)) for s in SOURCES}
+
+
 def relay_batches(
     producer: AIOKafkaProducer, settings: Settings, skipped: SkippedRecords | None = None
 ) -> RelayBatches:
-    """The work of the function: the table of every source (with SG_TABLE_PREFIX) -> its topic (as
-    configured) and converter, the same as the ``socialgraph relay`` process; ``skipped`` counts the
-    records that could not be converted."""
-    topics = topic_names(settings)
-    skipped = skipped if skipped is not None else SkippedRecords()
-    return RelayBatches(
-        producer, {settings.table(s.table): (topics[s.topic], skipped.counting(s.convert)) for s in SOURCES}
-    )
+    """The work of the function: ``relay_sources`` sent through ``producer``."""
+    return RelayBatches(producer, relay_sources(settings, skipped))
 
 
 def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:

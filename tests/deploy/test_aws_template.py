@@ -570,13 +570,13 @@ def test_each_handler_exists_and_answers_in_the_partial_batch_shape(
 
 def test_the_triggers_read_the_streams_their_handlers_take(template: dict[str, Any]) -> None:
     """counters: the followers stream; relay: the tweets and followers streams, the tables
-    ``relay_lambda.relay_batches`` converts (a record of another table fails the batch). Every mapping starts at the
+    ``relay_lambda.relay_sources`` converts (a record of another table fails the batch). Every mapping starts at the
     stream's oldest record, bisects a failing batch, reads partial batch responses, gives up after
     finite retries and record age, and then describes the batch on the failure queue, which the
     function's role may write to."""
     settings = Settings()
     tables = {ref: t["Metadata"]["socialgraph:table"] for ref, t in resources(template, "AWS::DynamoDB::Table").items()}
-    relay_tables = set(relay_lambda.relay_batches(None, settings)._sources)  # no producer: nothing is sent
+    relay_tables = set(relay_lambda.relay_sources(settings))
     wanted = {
         "counters": {FOLLOWERS},
         "relay": {name.removeprefix(settings.table_prefix) for name in relay_tables},
