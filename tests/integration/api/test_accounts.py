@@ -1,22 +1,29 @@
 """The account lifecycle through the server (SPEC §3b), on DynamoDB Local and Redis, with the
 counters consumer running and the jobs run by the server itself: the immediate effects of each
 call, the job's end state (archived, restored intact, deleted), counts exact afterwards, and the
-bad input of the issue."""
+bad input of the issue.
+
+The tests share the module's tables and servers (``tests/support/shared_service.py``), each on user
+IDs of its own: those with the counters consumer on tables with streams, the others on tables
+without (where no consumer runs).
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from typing import NamedTuple
 
 import grpc
 import pytest
+import pytest_asyncio
 from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.domain.models import Direction
 from graph_service.dynamodb.client import AsyncDynamo
 from graph_service.dynamodb.tables import TableNames
 from graph_service.entrypoints.components import build_timelines
-from graph_service.entrypoints.server import ServerRuntime
-from graph_service.settings import Settings
 from graph_service.store.account_store import DynamoAccounts
 from tests.support.graph_calls import (
     Stub,
@@ -30,12 +37,67 @@ from tests.support.graph_calls import (
     whole_list,
 )
 from tests.support.polling import eventually
+from tests.support.runtimes import running_counters
+from tests.support.shared_service import SharedService, UserIds, flushed_redis, shared_service
 from tests.support.table_items import partition_items
 from tests.support.timeline_calls import timeline_stub_for, whole_timeline
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # the loop of the module's servers
+
 INVALID, FAILED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION
-U, A, B, C, D, P, E = 10, 11, 12, 13, 14, 15, 16
-"""U is the account that leaves; A, B and C follow it, it follows A and D, and it asked P (private)."""
+
+
+class People(NamedTuple):
+    """U is the account that leaves; A, B and C follow it, it follows A and D, and it asked P (private)."""
+
+    U: int
+    A: int
+    B: int
+    C: int
+    D: int
+    P: int
+    E: int
+
+
+# -- the module's servers -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def module_redis(redis_node: ManagedProcess) -> str:
+    return flushed_redis(redis_node)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[SharedService]:
+    """Tables with streams, for the tests that run the counters consumer."""
+    async with shared_service(dynamodb_local, module_redis, streams=True) as service:
+        yield service
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[SharedService]:
+    """Tables without streams, for the tests that run no counters consumer."""
+    async with shared_service(dynamodb_local, module_redis, streams=False) as service:
+        yield service
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def counted(streamed: SharedService) -> AsyncIterator[SharedService]:
+    """The streamed tables' service with the counters consumer running for this test."""
+    async with running_counters(streamed.settings):
+        yield streamed
+
+
+@pytest.fixture(scope="module")
+def user_ids() -> UserIds:
+    return UserIds()
+
+
+@pytest.fixture
+def people(user_ids: UserIds) -> People:
+    """This test's U, A, B, C, D, P and E: IDs no other test of the module uses."""
+    base = user_ids.next_block()
+    return People(*(base + offset for offset in range(10, 17)))
 
 
 async def state_of(stub: Stub, user: int) -> pb.GetAccountStateResponse:
@@ -47,8 +109,9 @@ async def settled(stub: Stub, user: int, state: int) -> pb.GetAccountStateRespon
     return await eventually(lambda: state_of(stub, user), lambda s: s.state == state, timeout=30)
 
 
-async def seed(stub: Stub) -> dict[str, list[tuple[int, int]]]:
+async def seed(stub: Stub, people: People) -> dict[str, list[tuple[int, int]]]:
     """The graph around U; returns the lists as they are before U leaves."""
+    U, A, B, C, D, P, _ = people
     for follower in (A, B, C):
         await follow(stub, follower, U)
     await follow(stub, U, A)
@@ -62,9 +125,11 @@ async def seed(stub: Stub) -> dict[str, list[tuple[int, int]]]:
     }
 
 
-@pytest.mark.usefixtures("counters")
-async def test_deactivate_hides_at_once_archives_then_reactivate_restores_everything_intact(stub: Stub) -> None:
-    before = await seed(stub)
+async def test_deactivate_hides_at_once_archives_then_reactivate_restores_everything_intact(
+    counted: SharedService, people: People
+) -> None:
+    stub, (U, A, B, _, D, P, _) = counted.stub, people
+    before = await seed(stub, people)
     await eventually(lambda: all_counts(stub, [U, A]), lambda c: c == {U: (3, 2), A: (1, 1)})
 
     await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
@@ -98,9 +163,11 @@ async def test_deactivate_hides_at_once_archives_then_reactivate_restores_everyt
     await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))  # idempotent on an active account
 
 
-@pytest.mark.usefixtures("counters")
-async def test_what_cannot_come_back_stays_out_and_an_away_account_gets_its_edge_back_later(stub: Stub) -> None:
-    await seed(stub)
+async def test_what_cannot_come_back_stays_out_and_an_away_account_gets_its_edge_back_later(
+    counted: SharedService, people: People
+) -> None:
+    stub, (U, A, B, C, D, P, _) = counted.stub, people
+    await seed(stub, people)
     await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
     await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
     await block(stub, B, U)  # B blocks U meanwhile: B's follow of U does not come back
@@ -120,9 +187,9 @@ async def test_what_cannot_come_back_stays_out_and_an_away_account_gets_its_edge
     await eventually(lambda: all_counts(stub, [U, C, D]), lambda c: c == {U: (2, 1), C: (0, 1), D: (0, 0)})
 
 
-@pytest.mark.usefixtures("counters")
-async def test_delete_removes_everything_about_the_account_and_is_final(stub: Stub, settings: Settings) -> None:
-    await seed(stub)
+async def test_delete_removes_everything_about_the_account_and_is_final(counted: SharedService, people: People) -> None:
+    stub, settings, (U, A, B, C, D, P, E) = counted.stub, counted.settings, people
+    await seed(stub, people)
     await block(stub, U, B)
     await stub.Mute(pb.MuteRequest(muter_id=U, muted_id=C))
     await block(stub, E, U)  # others' blocks and mutes of U go too
@@ -172,8 +239,11 @@ async def test_delete_removes_everything_about_the_account_and_is_final(stub: St
         dynamo.close()
 
 
-async def test_a_reactivation_racing_a_deactivation_ends_in_the_later_state(stub: Stub) -> None:
-    await seed(stub)
+async def test_a_reactivation_racing_a_deactivation_ends_in_the_later_state(
+    plain: SharedService, people: People
+) -> None:
+    stub, (U, A, B, C, D, P, _) = plain.stub, people
+    await seed(stub, people)
     for _ in range(3):
         await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
         await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=U))
@@ -193,19 +263,23 @@ async def test_a_reactivation_racing_a_deactivation_ends_in_the_later_state(stub
     ],
     ids=["deactivate", "reactivate", "delete", "state"],
 )
-async def test_an_id_of_0_is_invalid(stub: Stub, call: object) -> None:
-    info = await rejected(call(stub), INVALID, "INVALID_USER_ID")  # type: ignore[operator]
+async def test_an_id_of_0_is_invalid(plain: SharedService, call: object) -> None:
+    info = await rejected(call(plain.stub), INVALID, "INVALID_USER_ID")  # type: ignore[operator]
     assert info.metadata["field"] == "user_id"
 
 
-async def test_an_account_never_deactivated_is_active_with_no_job(stub: Stub) -> None:
-    reply = await state_of(stub, 999)
+async def test_an_account_never_deactivated_is_active_with_no_job(plain: SharedService, people: People) -> None:
+    stub, never = plain.stub, people.U + 989
+    reply = await state_of(stub, never)
     assert (reply.state, reply.edges_done, reply.edges_total) == (pb.ACCOUNT_STATE_ACTIVE, 0, 0)
-    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=999))
-    assert (await state_of(stub, 999)).state == pb.ACCOUNT_STATE_ACTIVE
+    await stub.ReactivateAccount(pb.ReactivateAccountRequest(user_id=never))
+    assert (await state_of(stub, never)).state == pb.ACCOUNT_STATE_ACTIVE
 
 
-async def test_lists_of_an_account_out_of_the_graph_still_check_their_page_token(stub: Stub) -> None:
+async def test_lists_of_an_account_out_of_the_graph_still_check_their_page_token(
+    plain: SharedService, people: People
+) -> None:
+    stub, U = plain.stub, people.U
     await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
     await asyncio.gather(
         rejected(
@@ -216,11 +290,12 @@ async def test_lists_of_an_account_out_of_the_graph_still_check_their_page_token
 
 
 async def test_timelines_hide_an_account_away_and_get_its_tweets_back_with_its_followers(
-    stub: Stub, settings: Settings, server: ServerRuntime
+    plain: SharedService, people: People
 ) -> None:
     """SPEC §3b/§5: an account away is shown in no home timeline and its own is empty; its
     reactivation backfills the followers it gets back like a new follow; its deletion removes its
     own home timeline and recent tweets."""
+    stub, settings, server, (U, A, B, _, _, _, _) = plain.stub, plain.settings, plain.server, people
     timelines = build_timelines(settings)
     assert timelines is not None
     async with timeline_stub_for(server.port) as reader:
@@ -253,10 +328,13 @@ async def test_timelines_hide_an_account_away_and_get_its_tweets_back_with_its_f
             await timelines.aclose()
 
 
-async def test_an_unfollow_or_a_rejection_while_an_account_is_away_is_not_undone_by_its_return(stub: Stub) -> None:
+async def test_an_unfollow_or_a_rejection_while_an_account_is_away_is_not_undone_by_its_return(
+    plain: SharedService, people: People
+) -> None:
     """The later word wins: A unfollows U and P rejects U's request while U is away (their items are
     archived, not stored as an edge or a request): neither comes back with U."""
-    await seed(stub)
+    stub, (U, A, B, C, D, P, _) = plain.stub, people
+    await seed(stub, people)
     await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
     await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
     await stub.Unfollow(pb.UnfollowRequest(follower_id=A, followee_id=U))
@@ -270,9 +348,10 @@ async def test_an_unfollow_or_a_rejection_while_an_account_is_away_is_not_undone
     assert await requests_of(stub, P) == []
 
 
-async def test_a_deletion_leaves_no_cached_block_or_mute_of_the_account(stub: Stub) -> None:
+async def test_a_deletion_leaves_no_cached_block_or_mute_of_the_account(plain: SharedService, people: People) -> None:
     """Without the counters consumer (whose stream repairs would hide a missing write-through): the
     cached relationships of the blocks and mutes a deletion removed go with them."""
+    stub, (U, A, B, C, _, _, E) = plain.stub, people
     await block(stub, E, U)
     await stub.Mute(pb.MuteRequest(muter_id=A, muted_id=U))
     await block(stub, U, B)
@@ -287,10 +366,13 @@ async def test_a_deletion_leaves_no_cached_block_or_mute_of_the_account(stub: St
         assert await relationships(stub, other, [U]) == [(U, frozenset())], other
 
 
-async def test_a_block_while_an_account_is_away_ends_its_archived_follows_even_once_lifted(stub: Stub) -> None:
+async def test_a_block_while_an_account_is_away_ends_its_archived_follows_even_once_lifted(
+    plain: SharedService, people: People
+) -> None:
     """SPEC §3b: an edge whose other side blocked the account meanwhile is not restored, also when
     the block is lifted before the account comes back."""
-    await seed(stub)
+    stub, (U, A, B, C, D, _, _) = plain.stub, people
+    await seed(stub, people)
     await stub.DeactivateAccount(pb.DeactivateAccountRequest(user_id=U))
     await settled(stub, U, pb.ACCOUNT_STATE_DEACTIVATED)
     await block(stub, A, U)

@@ -1,5 +1,8 @@
 """Caller authentication and scopes on a real server (SPEC §7.1): every RPC against every kind of
-caller, bad tokens, the callers file reloaded live, the caller's name in the logs and the token never."""
+caller, bad tokens, the callers file reloaded live, the caller's name in the logs and the token never.
+
+Each test runs a server of its own (its callers file), on the module's tables (``shared_tables``):
+the tests that write use user IDs no other test of the module uses."""
 
 from __future__ import annotations
 
@@ -87,6 +90,13 @@ async def serving_callers(settings: Settings, tmp_path: Path, reload_seconds: fl
     secured = replace(settings, auth_tokens_file=str(callers_file), auth_reload_seconds=reload_seconds)
     async with running_server(secured) as runtime, grpc.aio.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
         yield AuthServer(runtime, channel, callers_file, tokens)
+
+
+@pytest.fixture
+def settings(shared_tables: Settings, redis_url: str) -> Settings:
+    """The module's tables (creating five per test cost more than most tests here) and this test's
+    flushed Redis."""
+    return replace(shared_tables, redis_url=redis_url)
 
 
 @pytest.fixture
@@ -312,20 +322,20 @@ async def test_the_python_client_sends_its_token(auth: AuthServer) -> None:
     read-only caller's write raises ``PermissionDenied`` / ``MISSING_SCOPE``."""
     target = f"127.0.0.1:{auth.runtime.port}"
     async with await AsyncSocialGraphClient.connect(target, token=auth.tokens["both"]) as client:
-        assert await client.follow(1, 2) == "FOLLOWING"
-        assert await client.is_following(1, 2)
+        assert await client.follow(11, 12) == "FOLLOWING"
+        assert await client.is_following(11, 12)
     header = {"authorization": f"Bearer {auth.tokens['both']}"}
     async with await AsyncSocialGraphClient.connect(target, metadata=header) as client:
-        await client.unfollow(1, 3)
+        await client.unfollow(11, 13)
     async with await AsyncSocialGraphClient.connect(target) as client:
-        await client.unfollow(1, 3, metadata=header)  # per call
+        await client.unfollow(11, 13, metadata=header)  # per call
     async with await AsyncSocialGraphClient.connect(target, token=auth.tokens["reader"]) as client:
-        assert await client.is_following(1, 2)
+        assert await client.is_following(11, 12)
         with pytest.raises(PermissionDenied) as denied:
-            await client.unfollow(1, 2)
+            await client.unfollow(11, 12)
         assert (denied.value.code, denied.value.reason) == (DENIED, Reason.MISSING_SCOPE)
         assert denied.value.attempts == 1
     async with await AsyncSocialGraphClient.connect(target) as client:
         with pytest.raises(Unauthenticated) as refused:
-            await client.is_following(1, 2)
+            await client.is_following(11, 12)
         assert refused.value.code == UNAUTHENTICATED

@@ -43,7 +43,7 @@ from tests.support.runtimes import (
     running_server,
     stub_for,
 )
-from tests.support.seeding import seed_tweets
+from tests.support.seeding import seed_follows, seed_tweets
 from tests.support.tables import create_tables, drop_tables
 from tests.support.timeline_calls import (
     TimelineStub,
@@ -277,13 +277,13 @@ async def test_a_celebritys_tweets_are_pulled_not_pushed_and_merged_in_order(
 
 
 async def test_a_fanout_whose_follower_count_lags_stops_at_the_threshold_and_pulls_the_rest(
-    settings: Settings, server: ServerRuntime, stub: Stub
+    settings: Settings, server: ServerRuntime
 ) -> None:
     """Counts never made (no counters consumer here) must not let one record push to every follower
     of a large account: the fanout stops after the threshold, marks the author a celebrity, and
     every follower still reads the tweet (the rest by pull)."""
     author, fans = 300, list(range(1, 26))
-    await asyncio.gather(*(follow(stub, fan, author) for fan in fans))
+    await seed_follows(settings, [(fan, author) for fan in fans])  # following is not this test's subject
     async with (
         direct_fanout(replace(settings, celebrity_threshold=10, fanout_batch_size=4)) as driver,
         raw_redis(settings) as client,
@@ -592,8 +592,8 @@ async def test_fanout_and_reads_on_a_redis_cluster(
             timeline_stub_for(server.port) as timelines,
             running_counters(settings),
         ):
-            await asyncio.gather(*(follow(stub, fan, star) for fan in fans))
-            await asyncio.gather(*(follow(stub, fan, pushed_author) for fan in fans[:30]))
+            # Following is not this test's subject: the edges go straight into the tables.
+            await seed_follows(settings, [(fan, star) for fan in fans] + [(fan, pushed_author) for fan in fans[:30]])
             await eventually(lambda: counts(stub, star), lambda c: c[0] == 40)
             await eventually(lambda: counts(stub, pushed_author), lambda c: c[0] == 30)
 

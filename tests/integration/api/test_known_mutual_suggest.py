@@ -11,6 +11,10 @@ the store in a counting proxy to prove which list is iterated.
 Suggestions are checked against a model of the graph: ranking, score, exclusions, limits, the
 bounded sample, and the cache (kept until its TTL for second-degree changes, dropped at once by
 the user's own writes).
+
+The tests share the module's tables and servers (``tests/support/shared_service.py``), each on user
+IDs of its own (``base`` plus the IDs it always used): those with the counters consumer on tables
+with streams, the others on tables without (where no consumer runs).
 """
 
 from __future__ import annotations
@@ -25,20 +29,24 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
+import pytest_asyncio
 from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.domain.models import Direction, Edge
 from graph_service.settings import Settings
 from tests.support.graph_calls import Entry, Pair, error_info, whole_list
 from tests.support.polling import eventually
-from tests.support.runtimes import running_server, stub_for
+from tests.support.runtimes import running_counters, running_server, stub_for
 from tests.support.seeding import seed_follows
+from tests.support.shared_service import UserIds, flushed_redis, shared_service
 
 if TYPE_CHECKING:
     # The async stub type exists only for type checkers; at run time the stub is the generated class.
     from socialgraph.v1.social_graph_pb2_grpc import SocialGraphServiceAsyncStub as Stub
 
-BATCH = 50
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # the loop of the module's servers
+
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 Fetch = Callable[[str], Awaitable[tuple[list[Any], str]]]
 
@@ -71,6 +79,80 @@ async def servers(settings: Settings, default: Stub) -> AsyncIterator[Servers]:
         yield Servers(default, cast("Stub", scan), cast("Stub", truth))
 
 
+@dataclass(frozen=True)
+class Service:
+    settings: Settings
+    servers: Servers
+
+
+@contextlib.asynccontextmanager
+async def module_service(dynamodb_local: str, redis_url: str, *, streams: bool) -> AsyncIterator[Service]:
+    async with (
+        shared_service(dynamodb_local, redis_url, streams=streams) as shared,
+        servers(shared.settings, cast("Stub", shared.stub)) as trio,
+    ):
+        yield Service(shared.settings, trio)
+
+
+@pytest.fixture(scope="module")
+def module_redis(redis_node: ManagedProcess) -> str:
+    return flushed_redis(redis_node)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
+    """Tables with streams, for the tests that run the counters consumer."""
+    async with module_service(dynamodb_local, module_redis, streams=True) as service:
+        yield service
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
+    """Tables without streams, for the tests that run no counters consumer."""
+    async with module_service(dynamodb_local, module_redis, streams=False) as service:
+        yield service
+
+
+@pytest.fixture
+def service(request: pytest.FixtureRequest) -> Service:
+    """The module's service of this test: the streamed one if the test runs the counters consumer.
+    ``settings``, ``stub`` and ``svc`` below are its parts (``stub`` is the default server's)."""
+    return cast("Service", request.getfixturevalue("streamed" if "counters" in request.fixturenames else "plain"))
+
+
+@pytest.fixture
+def settings(service: Service) -> Settings:
+    return service.settings
+
+
+@pytest.fixture
+def stub(service: Service) -> Stub:
+    return service.servers.default
+
+
+@pytest.fixture
+def svc(service: Service) -> Servers:
+    return service.servers
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def counters(streamed: Service) -> AsyncIterator[asyncio.Task[None]]:
+    """The counters consumer on the streamed tables, for this test."""
+    async with running_counters(streamed.settings) as task:
+        yield task
+
+
+@pytest.fixture(scope="module")
+def user_ids() -> UserIds:
+    return UserIds()
+
+
+@pytest.fixture
+def base(user_ids: UserIds) -> int:
+    """Added to every user ID of the test: IDs no other test of the module uses."""
+    return user_ids.next_block()
+
+
 # -- calls --------------------------------------------------------------------------------------------------
 
 
@@ -78,24 +160,11 @@ async def follow(stub: Stub, a: int, b: int) -> int:
     return int((await stub.Follow(pb.FollowRequest(follower_id=a, followee_id=b))).state)
 
 
-async def follow_all(stub: Stub, pairs: Sequence[Pair]) -> None:
-    """Make the follows concurrently, BATCH calls at a time (list order within a batch is unspecified)."""
-    for start in range(0, len(pairs), BATCH):
-        states = await asyncio.gather(*(follow(stub, a, b) for a, b in pairs[start : start + BATCH]))
-        assert set(states) == {pb.FOLLOW_STATE_FOLLOWING}
-
-
 async def seed(settings: Settings, pairs: Sequence[Pair]) -> None:
     """Follows written straight into the tables in batches, for a test's starting graph (read by
     nobody yet, so no cache entry can be stale): the Follow path is not what these tests are about,
     and DynamoDB Local writes batches several times faster than transactions."""
     await seed_follows(settings, pairs)
-
-
-async def follow_in_order(stub: Stub, pairs: Iterable[Pair]) -> None:
-    """One after another, so each edge is newer than the one before."""
-    for a, b in pairs:
-        assert await follow(stub, a, b) == pb.FOLLOW_STATE_FOLLOWING
 
 
 async def unfollow(stub: Stub, a: int, b: int) -> None:
@@ -194,62 +263,67 @@ async def assert_mutual_everywhere(svc: Servers, user: int, expected: list[int])
 
 
 async def test_known_followers_are_the_followed_followers_newest_first_on_both_paths(
-    settings: Settings, stub: Stub, counters: asyncio.Task[None]
+    settings: Settings, stub: Stub, svc: Servers, counters: asyncio.Task[None], base: int
 ) -> None:
     """(a) viewer follows few, user has many followers; (b) the opposite; each on every path, all equal."""
     rng = random.Random(11)
-    user, viewer = 1, 2  # shape (a): 80 followers of user, viewer follows 14
-    fans = list(range(10_001, 10_081))
+    user, viewer = base + 1, base + 2  # shape (a): 80 followers of user, viewer follows 14
+    fans = list(range(base + 10_001, base + 10_081))
     await seed(settings, [(f, user) for f in fans])
     known_a = rng.sample(fans[:-1], 8)
-    outsiders = list(range(20_001, 20_006))
+    outsiders = list(range(base + 20_001, base + 20_006))
     # The viewer follows in an order unrelated to when they followed the user.
-    await follow_in_order(stub, [(viewer, u) for u in [*rng.sample(known_a, 8), *outsiders, user]])
+    await seed(settings, [(viewer, u) for u in [*rng.sample(known_a, 8), *outsiders, user]])
     private_fan = fans[-1]  # a follower of user whom viewer only asks to follow: not an edge, not known
     assert private_fan not in known_a
     await stub.SetPrivacy(pb.SetPrivacyRequest(user_id=private_fan, private=True))
     assert await follow(stub, viewer, private_fan) == pb.FOLLOW_STATE_REQUESTED
 
-    other, viewer_b = 3, 4  # shape (b): 12 followers of other, viewer_b follows 80
-    others_fans = list(range(40_001, 40_013))
-    await follow_in_order(stub, [(f, other) for f in others_fans])
+    other, viewer_b = base + 3, base + 4  # shape (b): 12 followers of other, viewer_b follows 80
+    others_fans = list(range(base + 40_001, base + 40_013))
+    await seed(settings, [(f, other) for f in others_fans])
     known_b = others_fans[:6]
-    await seed(settings, [(viewer_b, u) for u in range(30_001, 30_075)])
-    await follow_in_order(stub, [(viewer_b, u) for u in reversed(known_b)])
+    await seed(settings, [(viewer_b, u) for u in range(base + 30_001, base + 30_075)])
+    await seed(settings, [(viewer_b, u) for u in reversed(known_b)])
 
-    await seed(settings, [(5, u) for u in (20_001, 20_002, 20_003)])  # 5 follows no follower of user; 6 nobody
-    await settle_counts(stub, {user: (81, 0), viewer: (0, 14), other: (12, 0), viewer_b: (0, 80), 5: (0, 3)})
+    lonely_ones = (base + 5, base + 6)  # 5 follows no follower of user; 6 nobody
+    await seed(settings, [(lonely_ones[0], u) for u in outsiders[:3]])
+    await settle_counts(
+        stub, {user: (81, 0), viewer: (0, 14), other: (12, 0), viewer_b: (0, 80), lonely_ones[0]: (0, 3)}
+    )
 
-    async with servers(settings, stub) as svc:
-        fans_listed = await whole_list(stub, Direction.FOLLOWERS, user)
-        expected_a = [e for e in fans_listed if e[0] in set(known_a)]
-        assert len(expected_a) == 8
-        assert expected_a == await expected_known(svc.truth, viewer, user)
-        assert expected_a == newest_first(expected_a)
-        await assert_known_everywhere(svc, viewer, user, expected_a)
+    fans_listed = await whole_list(stub, Direction.FOLLOWERS, user)
+    expected_a = [e for e in fans_listed if e[0] in set(known_a)]
+    assert len(expected_a) == 8
+    assert expected_a == await expected_known(svc.truth, viewer, user)
+    assert expected_a == newest_first(expected_a)
+    await assert_known_everywhere(svc, viewer, user, expected_a)
 
-        expected_b = await expected_known(svc.truth, viewer_b, other)
-        assert {u for u, _ in expected_b} == set(known_b)
-        assert [u for u, _ in expected_b] == list(reversed(known_b))  # by when they followed ``other``
-        await assert_known_everywhere(svc, viewer_b, other, expected_b)
+    expected_b = await expected_known(svc.truth, viewer_b, other)
+    assert {u for u, _ in expected_b} == set(known_b)
+    assert [u for u, _ in expected_b] == list(reversed(known_b))  # by when they followed ``other``
+    await assert_known_everywhere(svc, viewer_b, other, expected_b)
 
-        for lonely in (5, 6):
-            for stub_ in svc.all().values():
-                assert await known(stub_, lonely, user, 0)("") == ([], "")
-                assert await known(stub_, lonely, other, 1)("") == ([], "")
-
-        # A block by the viewer removes the edge: the follower is no longer known, at once.
-        blocked = expected_a[0][0]
-        await stub.Block(pb.BlockRequest(blocker_id=viewer, blocked_id=blocked))
+    for lonely in lonely_ones:
         for stub_ in svc.all().values():
-            assert await walk([known(stub_, viewer, user, 3)], 3) == expected_a[1:]
+            assert await known(stub_, lonely, user, 0)("") == ([], "")
+            assert await known(stub_, lonely, other, 1)("") == ([], "")
+
+    # A block by the viewer removes the edge: the follower is no longer known, at once.
+    blocked = expected_a[0][0]
+    await stub.Block(pb.BlockRequest(blocker_id=viewer, blocked_id=blocked))
+    for stub_ in svc.all().values():
+        assert await walk([known(stub_, viewer, user, 3)], 3) == expected_a[1:]
 
 
-async def test_known_followers_page_token_is_bound_to_viewer_and_user(settings: Settings, stub: Stub) -> None:
+async def test_known_followers_page_token_is_bound_to_viewer_and_user(
+    settings: Settings, stub: Stub, base: int
+) -> None:
     """A ListKnownFollowers token works only for the same (viewer, user); any other query refuses it."""
-    user, viewer, viewer2, other = 1, 2, 3, 4
-    await seed(settings, [(f, user) for f in range(100, 110)] + [(f, other) for f in range(100, 110)])
-    await seed(settings, [(v, f) for v in (viewer, viewer2, user) for f in range(100, 110)])
+    user, viewer, viewer2, other = base + 1, base + 2, base + 3, base + 4
+    friends = range(base + 100, base + 110)
+    await seed(settings, [(f, user) for f in friends] + [(f, other) for f in friends])
+    await seed(settings, [(v, f) for v in (viewer, viewer2, user) for f in friends])
     entries, token = await known(stub, viewer, user, 2)("")
     assert len(entries) == 2
     assert token
@@ -321,85 +395,87 @@ class Churn:
 
 
 async def test_known_followers_walk_while_others_follow_and_unfollow(
-    settings: Settings, stub: Stub, counters: asyncio.Task[None]
+    settings: Settings, stub: Stub, svc: Servers, counters: asyncio.Task[None], base: int
 ) -> None:
     """On either path, an entry known for the whole walk is returned exactly once, and nothing repeats."""
     rng = random.Random(22)
-    user, viewer = 1, 2
-    fans = list(range(10_001, 10_121))
+    user, viewer = base + 1, base + 2
+    fans = list(range(base + 10_001, base + 10_121))
     await seed(settings, [(f, user) for f in fans])
     stable = rng.sample(fans, 20)
     churny = rng.sample(sorted(set(fans) - set(stable)), 6)
     others = sorted(set(fans) - set(stable) - set(churny))
-    await seed(settings, [(viewer, u) for u in [*stable, *churny, *range(20_001, 20_006)]])
+    await seed(settings, [(viewer, u) for u in [*stable, *churny, *range(base + 20_001, base + 20_006)]])
     await settle_counts(stub, {user: (120, 0), viewer: (0, 31)})  # the candidate path: 31 < 120
     before = {u: at for u, at in await whole_list(stub, Direction.FOLLOWERS, user) if u in set(stable)}
 
     earlier_newcomers: set[int] = set()  # known followers by now: a later walk may return them
-    async with servers(settings, stub) as svc:
-        walks = {"default": [svc.default], "scan": [svc.scan], "mixed": [svc.default, svc.scan, svc.truth]}
-        for name, stubs in walks.items():
-            churn = Churn(stub, user, viewer, churny, others, next_newcomer=50_001 + 1000 * len(name))
-            racer = asyncio.create_task(churn.background(len(name)))
-            try:
-                got = await walk([known(s, viewer, user, 4) for s in stubs], 4, churn.step)
-            finally:
-                churn.stop.set()
-                await racer
-            assert churn.step_no >= 4, name
-            ids = [u for u, _ in got]
-            assert set(stable) <= set(ids), f"{name}: stable entries skipped: {set(stable) - set(ids)}"
-            allowed = set(stable) | set(churny) | earlier_newcomers  # this walk's newcomers land above its cursor
-            assert set(ids) <= allowed, f"{name}: returned {set(ids) - allowed}"
-            assert {u: at for u, at in got if u in before} == before, name
-            assert got == newest_first(got), f"{name}: not newest first"
-            earlier_newcomers |= set(range(churn.first_newcomer, churn.next_newcomer))
+    walks = {"default": [svc.default], "scan": [svc.scan], "mixed": [svc.default, svc.scan, svc.truth]}
+    for name, stubs in walks.items():
+        churn = Churn(stub, user, viewer, churny, others, next_newcomer=base + 50_001 + 1000 * len(name))
+        racer = asyncio.create_task(churn.background(len(name)))
+        try:
+            got = await walk([known(s, viewer, user, 4) for s in stubs], 4, churn.step)
+        finally:
+            churn.stop.set()
+            await racer
+        assert churn.step_no >= 4, name
+        ids = [u for u, _ in got]
+        assert set(stable) <= set(ids), f"{name}: stable entries skipped: {set(stable) - set(ids)}"
+        allowed = set(stable) | set(churny) | earlier_newcomers  # this walk's newcomers land above its cursor
+        assert set(ids) <= allowed, f"{name}: returned {set(ids) - allowed}"
+        assert {u: at for u, at in got if u in before} == before, name
+        assert got == newest_first(got), f"{name}: not newest first"
+        earlier_newcomers |= set(range(churn.first_newcomer, churn.next_newcomer))
 
 
 # -- 3. ListMutualFollows ------------------------------------------------------------------------------------
 
 
-async def test_mutual_follows_on_both_paths(settings: Settings, stub: Stub, counters: asyncio.Task[None]) -> None:
+async def test_mutual_follows_on_both_paths(
+    settings: Settings, stub: Stub, svc: Servers, counters: asyncio.Task[None], base: int
+) -> None:
     """Exactly those who follow the user and whom the user follows back, newest first, on every path."""
     rng = random.Random(44)
-    a = 1  # follows 10, followed by 60: the candidate path
-    a_fans = list(range(10_001, 10_061))
+    a = base + 1  # follows 10, followed by 60: the candidate path
+    a_fans = list(range(base + 10_001, base + 10_061))
     await seed(settings, [(f, a) for f in a_fans])
     a_mutual = rng.sample(a_fans, 7)
-    await follow_in_order(stub, [(a, u) for u in [*reversed(a_mutual), 20_001, 20_002, 20_003]])
-    b = 2  # follows 60, followed by 10: the scan path
-    b_follows = list(range(30_001, 30_061))
+    await seed(settings, [(a, u) for u in [*reversed(a_mutual), base + 20_001, base + 20_002, base + 20_003]])
+    b = base + 2  # follows 60, followed by 10: the scan path
+    b_follows = list(range(base + 30_001, base + 30_061))
     await seed(settings, [(b, u) for u in b_follows])
     b_mutual = rng.sample(b_follows, 6)
-    await follow_in_order(stub, [(f, b) for f in [*b_mutual[:3], 40_001, 40_002, *b_mutual[3:], 40_003, 40_004]])
-    await settle_counts(stub, {a: (60, 10), b: (10, 60), 3: (0, 0)})
+    others = [base + 40_001, base + 40_002, base + 40_003, base + 40_004]
+    await seed(settings, [(f, b) for f in [*b_mutual[:3], *others[:2], *b_mutual[3:], *others[2:]]])
+    nobody = base + 3
+    await settle_counts(stub, {a: (60, 10), b: (10, 60), nobody: (0, 0)})
 
-    async with servers(settings, stub) as svc:
-        for user, members in ((a, a_mutual), (b, b_mutual)):
-            expected = [u for u, _ in await whole_list(svc.truth, Direction.FOLLOWERS, user) if u in set(members)]
-            assert set(expected) == set(members)
-            await assert_mutual_everywhere(svc, user, expected)
-            # Mutuals are the user's known followers as seen by the user.
-            assert [u for u, _ in await walk([known(svc.default, user, user, 0)], 0)] == expected
-        assert [u for u, _ in await whole_list(svc.truth, Direction.FOLLOWERS, b)][-3:] == b_mutual[:3][::-1]
-        for stub_ in svc.all().values():
-            assert await mutual(stub_, 3, 0)("") == ([], "")
+    for user, members in ((a, a_mutual), (b, b_mutual)):
+        expected = [u for u, _ in await whole_list(svc.truth, Direction.FOLLOWERS, user) if u in set(members)]
+        assert set(expected) == set(members)
+        await assert_mutual_everywhere(svc, user, expected)
+        # Mutuals are the user's known followers as seen by the user.
+        assert [u for u, _ in await walk([known(svc.default, user, user, 0)], 0)] == expected
+    assert [u for u, _ in await whole_list(svc.truth, Direction.FOLLOWERS, b)][-3:] == b_mutual[:3][::-1]
+    for stub_ in svc.all().values():
+        assert await mutual(stub_, nobody, 0)("") == ([], "")
 
-        _, token = await mutual(stub, a, 2)("")
-        assert token
-        for call in (mutual(stub, b, 2)(token), known(stub, a, a, 2)(token), known(stub, 3, a, 2)(token)):
-            assert await error_reason(call, INVALID) == "INVALID_PAGE_TOKEN"
-        _, known_token = await known(stub, a, a, 2)("")
-        assert await error_reason(mutual(stub, a, 2)(known_token), INVALID) == "INVALID_PAGE_TOKEN"
+    _, token = await mutual(stub, a, 2)("")
+    assert token
+    for call in (mutual(stub, b, 2)(token), known(stub, a, a, 2)(token), known(stub, nobody, a, 2)(token)):
+        assert await error_reason(call, INVALID) == "INVALID_PAGE_TOKEN"
+    _, known_token = await known(stub, a, a, 2)("")
+    assert await error_reason(mutual(stub, a, 2)(known_token), INVALID) == "INVALID_PAGE_TOKEN"
 
-        # Either side ending the follow ends the mutual, at once.
-        await unfollow(stub, a, a_mutual[0])
-        await stub.RemoveFollower(pb.RemoveFollowerRequest(user_id=a, follower_id=a_mutual[1]))
-        left = set(a_mutual[2:])
-        expected = [u for u, _ in await whole_list(svc.truth, Direction.FOLLOWERS, a) if u in left]
-        assert len(expected) == 5
-        for stub_ in svc.all().values():
-            assert await walk([mutual(stub_, a, 2)], 2) == expected
+    # Either side ending the follow ends the mutual, at once.
+    await unfollow(stub, a, a_mutual[0])
+    await stub.RemoveFollower(pb.RemoveFollowerRequest(user_id=a, follower_id=a_mutual[1]))
+    left = set(a_mutual[2:])
+    expected = [u for u, _ in await whole_list(svc.truth, Direction.FOLLOWERS, a) if u in left]
+    assert len(expected) == 5
+    for stub_ in svc.all().values():
+        assert await walk([mutual(stub_, a, 2)], 2) == expected
 
 
 # -- 4. SuggestFollows -------------------------------------------------------------------------------------
@@ -483,23 +559,23 @@ def assert_same(got: Ranked, want: Ranked, what: str = "") -> None:
     assert all(0 < s <= 1 for _, _, s in got), what
 
 
-async def test_suggestions_rank_exclude_and_limit(settings: Settings, stub: Stub) -> None:
+async def test_suggestions_rank_exclude_and_limit(settings: Settings, stub: Stub, svc: Servers, base: int) -> None:
     """Ranked by mutual_count then ascending ID, score = count / followees; the user, followed, requested
     and blocked-either-way accounts never appear; the limit is respected; every own write drops the cache."""
     rng = random.Random(55)
-    user = 1
-    friends = list(range(1001, 1007))
+    user = base + 1
+    friends = list(range(base + 1001, base + 1007))
     graph = Graph(stub)
     await graph.follow_many([(user, f) for f in friends])
-    candidates = list(range(2001, 2031))
+    candidates = list(range(base + 2001, base + 2031))
     follows = [(f, c) for c in candidates for f in rng.sample(friends, rng.randint(1, 6))]
     follows += [(f, user) for f in friends]  # the user: would rank first
     follows += [(f, friends[1]) for f in (friends[0], friends[2], friends[3])]  # already followed
-    private, private2, blocked, blocker = 3001, 3004, 3002, 3003
+    private, private2, blocked, blocker = base + 3001, base + 3004, base + 3002, base + 3003
     follows += [(f, private) for f in friends[:5]] + [(f, private2) for f in friends[:2]]
     follows += [(f, blocked) for f in friends] + [(f, blocker) for f in friends]
     rng.shuffle(follows)
-    await follow_all(stub, follows)
+    await seed(settings, follows)  # the friends' follows: nobody has read their lists yet
     graph.model.edges += follows
     for account in (private, private2):
         await stub.SetPrivacy(pb.SetPrivacyRequest(user_id=account, private=True))
@@ -511,8 +587,7 @@ async def test_suggestions_rank_exclude_and_limit(settings: Settings, stub: Stub
     assert len(want) == 31  # every candidate, and private2
     assert {u for u, _, _ in want}.isdisjoint({user, private, blocked, blocker, *friends})
     assert len({n for _, n, _ in want}) > 3  # a real ranking, with ties
-    async with servers(settings, stub) as svc:
-        assert_same(await suggest(svc.truth, user), want, "uncached")
+    assert_same(await suggest(svc.truth, user), want, "uncached")
     assert_same(await suggest(stub, user), want, "first call")
     assert_same(await suggest(stub, user), want, "cached")
     assert_same(await suggest(stub, user, 0), want[:20], "limit 0 -> 20")
@@ -551,12 +626,13 @@ async def reject(graph: Graph, user: int, requester: int) -> None:
 
 
 async def test_suggestions_look_only_at_recent_followees_and_their_recent_followees(
-    settings: Settings, stub: Stub
+    settings: Settings, stub: Stub, svc: Servers, base: int
 ) -> None:
     """With a sample of 2 followees and 2 of theirs, older follows do not count (the answer changes)."""
-    user = 1
-    oldest, middle, newest = 12, 13, 11  # the two most recent are neither the lowest nor the highest IDs
-    y, p, r, q, z = 22, 21, 23, 24, 25
+    user = base + 1
+    # the two most recent are neither the lowest nor the highest IDs
+    oldest, middle, newest = base + 12, base + 13, base + 11
+    y, p, r, q, z = base + 22, base + 21, base + 23, base + 24, base + 25
     graph = Graph(stub)
     await graph.follow_many([(user, oldest), (user, middle), (user, newest)])
     await graph.follow_many([(oldest, y), (oldest, z), (middle, y), (middle, p), (middle, q)])
@@ -571,19 +647,20 @@ async def test_suggestions_look_only_at_recent_followees_and_their_recent_follow
     async with (
         running_server(bounded_settings) as bounded_server,
         stub_for(bounded_server.port) as bounded_stub,
-        servers(settings, stub) as svc,
     ):
         assert_same(await suggest(svc.truth, user), everything, "default settings")
         for _ in range(2):  # computed, then cached
             assert_same(await suggest(cast("Stub", bounded_stub), user), bounded, "bounded")
 
 
-async def test_suggestions_are_cached_until_the_ttl_unless_the_user_writes(settings: Settings, stub: Stub) -> None:
+async def test_suggestions_are_cached_until_the_ttl_unless_the_user_writes(
+    settings: Settings, stub: Stub, svc: Servers, base: int
+) -> None:
     """A second-degree change shows only after the TTL (1 s on one server, 300 s on the other);
     the user's own follow, unfollow or block shows on the very next call."""
-    user, twin = 1, 2  # twin follows the same friends, read through the 1-second-TTL server
-    f1, f2 = 11, 12
-    a, b, n = 21, 22, 23
+    user, twin = base + 1, base + 2  # twin follows the same friends, read through the 1-second-TTL server
+    f1, f2 = base + 11, base + 12
+    a, b, n = base + 21, base + 22, base + 23
     graph = Graph(stub)
     await graph.follow_many([(user, f1), (user, f2), (twin, f1), (twin, f2), (f1, a), (f1, b), (f2, b)])
     first = graph.model.suggest(user)
@@ -594,7 +671,6 @@ async def test_suggestions_are_cached_until_the_ttl_unless_the_user_writes(setti
     async with (
         running_server(short) as short_server,
         stub_for(short_server.port) as short_stub,
-        servers(settings, stub) as svc,
     ):
         assert_same(await suggest(stub, user), first, "user")
         assert_same(await suggest(cast("Stub", short_stub), twin), first, "twin")

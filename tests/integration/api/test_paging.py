@@ -5,6 +5,9 @@ write, so its cached lists stay current) and one with caching off, which reads D
 Each check reads through both, so both ways a page can be served are walked. The big lists are seeded
 straight into the tables (what is tested is the walk, not the Follow path); the follows and
 unfollows made during a walk go through the cached server.
+
+The tests share the module's tables and servers (``tests/support/shared_service.py``), each on user
+IDs of its own (``base`` plus the IDs it always used).
 """
 
 from __future__ import annotations
@@ -16,21 +19,25 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
 
 import pytest
+import pytest_asyncio
 from redis.asyncio import Redis
 from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.cache import keys
 from graph_service.domain.models import Direction
 from graph_service.settings import Settings
 from tests.support.graph_calls import Entry, list_page, walk
 from tests.support.polling import eventually
-from tests.support.runtimes import make_settings, running_server, stub_for
+from tests.support.runtimes import running_server, stub_for
 from tests.support.seeding import seed_follows
-from tests.support.tables import create_tables, drop_tables
+from tests.support.shared_service import UserIds, flushed_redis, shared_service
 
 if TYPE_CHECKING:
     # The async stub type exists only for type checkers; at run time the stub is the generated class.
     from socialgraph.v1.social_graph_pb2_grpc import SocialGraphServiceAsyncStub as Stub
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # the loop of the module's servers
 
 
 @dataclass(frozen=True)
@@ -43,23 +50,28 @@ class Service:
     settings: Settings
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def svc(dynamodb_local: str, redis_node: ManagedProcess) -> AsyncIterator[Service]:
+    """A cached and an uncached server sharing the module's tables (and its Redis, flushed first)."""
+    redis_url = flushed_redis(redis_node)
+    async with (
+        shared_service(dynamodb_local, redis_url, streams=False) as cached,
+        running_server(replace(cached.settings, redis_url="")) as plain_server,
+        stub_for(plain_server.port) as plain_stub,
+    ):
+        cached_async, plain_async = cast("Stub", cached.stub), cast("Stub", plain_stub)
+        yield Service(cached_async, {"redis": cached_async, "dynamodb": plain_async}, redis_url, cached.settings)
+
+
+@pytest.fixture(scope="module")
+def user_ids() -> UserIds:
+    return UserIds(size=10_000_000)  # the churn's newcomers are 9,000,000 and up
+
+
 @pytest.fixture
-async def svc(dynamodb_local: str, redis_url: str) -> AsyncIterator[Service]:
-    """A cached and an uncached server sharing fresh tables."""
-    cached = make_settings(dynamodb_local, redis_url)
-    uncached = replace(cached, redis_url="")
-    await create_tables(cached, streams=False)
-    try:
-        async with (
-            running_server(cached) as cached_server,
-            running_server(uncached) as plain_server,
-            stub_for(cached_server.port) as cached_stub,
-            stub_for(plain_server.port) as plain_stub,
-        ):
-            cached_async, plain_async = cast("Stub", cached_stub), cast("Stub", plain_stub)
-            yield Service(cached_async, {"redis": cached_async, "dynamodb": plain_async}, redis_url, cached)
-    finally:
-        await drop_tables(cached)
+def base(user_ids: UserIds) -> int:
+    """Added to every user ID of the test: IDs no other test of the module uses."""
+    return user_ids.next_block()
 
 
 async def follow_in_order(stub: Stub, pairs: Sequence[tuple[int, int]]) -> None:
@@ -163,15 +175,18 @@ def check_walk(name: str, pages: list[list[Entry]], initial: list[int], stable: 
     assert positions == sorted(positions, reverse=True), f"{name}: not newest first"
 
 
-async def walk_under_churn(svc: Service, direction: Direction, owner: int, initial: list[int], page_size: int) -> None:
-    """Walk ``owner``'s list through both servers while others change it; no repeats, no skips, exact end state."""
+async def walk_under_churn(
+    svc: Service, direction: Direction, owner: int, initial: list[int], page_size: int, base: int
+) -> None:
+    """Walk ``owner``'s list through both servers while others change it; no repeats, no skips, exact
+    end state. The newcomers' IDs are ``base`` plus 9,000,000 and up."""
     refollowed = initial[::25]
     leaving = initial[7::40]
     stable = set(initial) - set(refollowed) - set(leaving)
     churn = Churn(svc.stub, direction, owner)
     workers = [
-        asyncio.create_task(churn.newcomer(9_000_000)),
-        asyncio.create_task(churn.newcomer(9_500_000)),
+        asyncio.create_task(churn.newcomer(base + 9_000_000)),
+        asyncio.create_task(churn.newcomer(base + 9_500_000)),
         # Two re-followers on disjoint entries: no two clients ever race on the same edge.
         asyncio.create_task(churn.refollower(refollowed[0::2], seed=1)),
         asyncio.create_task(churn.refollower(refollowed[1::2], seed=2)),
@@ -204,22 +219,22 @@ async def walk_under_churn(svc: Service, direction: Direction, owner: int, initi
         assert [at for _, at in final] == sorted((at for _, at in final), reverse=True), name
 
 
-async def test_walking_followers_while_others_follow_and_unfollow(svc: Service) -> None:
+async def test_walking_followers_while_others_follow_and_unfollow(svc: Service, base: int) -> None:
     """Walking 2,500 followers (page_size 97) amid follows and unfollows repeats none and skips no stable one."""
-    owner = 1
-    initial = list(range(100_000, 102_500))
+    owner = base + 1
+    initial = list(range(base + 100_000, base + 102_500))
     await seed_follows(svc.settings, [(u, owner) for u in initial])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
-    await walk_under_churn(svc, Direction.FOLLOWERS, owner, initial, page_size=97)
+    await walk_under_churn(svc, Direction.FOLLOWERS, owner, initial, page_size=97, base=base)
 
 
-async def test_walking_following_while_the_user_follows_and_unfollows(svc: Service) -> None:
+async def test_walking_following_while_the_user_follows_and_unfollows(svc: Service, base: int) -> None:
     """Walking 600 followees (page_size 23) while the owner follows, unfollows and refollows repeats and skips none."""
-    owner = 2
-    initial = list(range(200_000, 200_600))
+    owner = base + 2
+    initial = list(range(base + 200_000, base + 200_600))
     await seed_follows(svc.settings, [(owner, u) for u in initial])
     await warm_cache(svc, Direction.FOLLOWING, owner)
-    await walk_under_churn(svc, Direction.FOLLOWING, owner, initial, page_size=23)
+    await walk_under_churn(svc, Direction.FOLLOWING, owner, initial, page_size=23, base=base)
 
 
 # -- (b) page sizes and the last page ---------------------------------------------------------------------
@@ -229,11 +244,11 @@ def sizes(pages: list[list[Entry]]) -> list[int]:
     return [len(p) for p in pages]
 
 
-async def test_page_size_default_and_clamp(svc: Service) -> None:
+async def test_page_size_default_and_clamp(svc: Service, base: int) -> None:
     """page_size 0 gives 50 and anything above 1000 gives 1000; pages are full until the last, which has no token."""
-    owner = 3
+    owner = base + 3
     total = 1_030
-    followers = list(range(300_000, 300_000 + total))
+    followers = list(range(base + 300_000, base + 300_000 + total))
     await seed_follows(svc.settings, [(u, owner) for u in followers])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
     for name, reader in svc.readers.items():
@@ -251,10 +266,10 @@ async def test_page_size_default_and_clamp(svc: Service) -> None:
             assert flat(pages) == flat(walks[0]), f"{name}: page size {size} changed the order"
 
 
-async def test_lists_that_divide_into_full_pages_end_without_an_empty_page(svc: Service) -> None:
+async def test_lists_that_divide_into_full_pages_end_without_an_empty_page(svc: Service, base: int) -> None:
     """When the list is a whole number of pages, the last full page has no token (no empty page after it)."""
-    owner = 4
-    await seed_follows(svc.settings, [(u, owner) for u in range(400_000, 400_100)])
+    owner = base + 4
+    await seed_follows(svc.settings, [(u, owner) for u in range(base + 400_000, base + 400_100)])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
     for name, reader in svc.readers.items():
         assert sizes(await walk(reader, Direction.FOLLOWERS, owner, 0)) == [50, 50], name
@@ -264,54 +279,55 @@ async def test_lists_that_divide_into_full_pages_end_without_an_empty_page(svc: 
         assert sizes(await walk(reader, Direction.FOLLOWERS, owner, 101)) == [100], name
 
 
-async def test_empty_list_is_one_empty_last_page(svc: Service) -> None:
+async def test_empty_list_is_one_empty_last_page(svc: Service, base: int) -> None:
     """An account with no followers or followees gets one empty page with an empty next_page_token."""
     for name, reader in svc.readers.items():
         for direction in Direction:
-            assert await walk(reader, direction, 5, 0) == [[]], (name, direction)
+            assert await walk(reader, direction, base + 5, 0) == [[]], (name, direction)
 
 
-async def test_page_after_the_rest_was_removed_is_empty_and_last(svc: Service) -> None:
+async def test_page_after_the_rest_was_removed_is_empty_and_last(svc: Service, base: int) -> None:
     """When every entry after the cursor is removed, the next page is empty and carries no token (it is the end)."""
-    owner = 6
-    await follow_in_order(svc.stub, [(u, owner) for u in range(1, 6)])
+    owner = base + 6
+    await follow_in_order(svc.stub, [(base + u, owner) for u in range(1, 6)])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
     tokens = {}
     for name, reader in svc.readers.items():
         first, tokens[name] = await list_page(reader, Direction.FOLLOWERS, owner, 2, "")
-        assert [u for u, _ in first] == [5, 4], name
+        assert [u - base for u, _ in first] == [5, 4], name
         assert tokens[name], name
     for u in (1, 2, 3):
-        await svc.stub.Unfollow(pb.UnfollowRequest(follower_id=u, followee_id=owner))
+        await svc.stub.Unfollow(pb.UnfollowRequest(follower_id=base + u, followee_id=owner))
     for name, reader in svc.readers.items():
         assert await list_page(reader, Direction.FOLLOWERS, owner, 2, tokens[name]) == ([], ""), name
 
 
-async def test_token_stays_valid_when_its_entry_is_unfollowed(svc: Service) -> None:
+async def test_token_stays_valid_when_its_entry_is_unfollowed(svc: Service, base: int) -> None:
     """A token keeps working after the entry it ended on is unfollowed; the walk continues right after it."""
-    owner = 7
-    await follow_in_order(svc.stub, [(u, owner) for u in range(1, 7)])
+    owner = base + 7
+    await follow_in_order(svc.stub, [(base + u, owner) for u in range(1, 7)])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
     tokens = {}
     for name, reader in svc.readers.items():
         first, tokens[name] = await list_page(reader, Direction.FOLLOWERS, owner, 3, "")
-        assert [u for u, _ in first] == [6, 5, 4], name
-    await svc.stub.Unfollow(pb.UnfollowRequest(follower_id=4, followee_id=owner))
-    await svc.stub.Follow(pb.FollowRequest(follower_id=4, followee_id=owner))  # now the newest, before the cursor
+        assert [u - base for u, _ in first] == [6, 5, 4], name
+    await svc.stub.Unfollow(pb.UnfollowRequest(follower_id=base + 4, followee_id=owner))
+    # Followed again: now the newest, before the cursor.
+    await svc.stub.Follow(pb.FollowRequest(follower_id=base + 4, followee_id=owner))
     for name, reader in svc.readers.items():
         rest, end = await list_page(reader, Direction.FOLLOWERS, owner, 3, tokens[name])
-        assert [u for u, _ in rest] == [3, 2, 1], name
+        assert [u - base for u, _ in rest] == [3, 2, 1], name
         assert end == "", name
 
 
-async def test_tokens_work_across_servers(svc: Service) -> None:
+async def test_tokens_work_across_servers(svc: Service, base: int) -> None:
     """A token issued by one server continues the same walk on another server sharing the secret."""
-    owner = 8
-    await follow_in_order(svc.stub, [(u, owner) for u in range(1, 8)])
+    owner = base + 8
+    await follow_in_order(svc.stub, [(base + u, owner) for u in range(1, 8)])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
     cached, plain = svc.readers["redis"], svc.readers["dynamodb"]
     first, token = await list_page(cached, Direction.FOLLOWERS, owner, 3, "")
     second, token = await list_page(plain, Direction.FOLLOWERS, owner, 3, token)
     third, token = await list_page(cached, Direction.FOLLOWERS, owner, 3, token)
-    assert [u for u, _ in first + second + third] == [7, 6, 5, 4, 3, 2, 1]
+    assert [u - base for u, _ in first + second + third] == [7, 6, 5, 4, 3, 2, 1]
     assert token == ""

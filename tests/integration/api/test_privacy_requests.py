@@ -4,6 +4,10 @@ A follow of a private account is a pending request: not an edge, not counted, no
 turns it into one edge counted once (however often and however concurrently it is accepted),
 Reject and Unfollow drop it, SetPrivacy(false) accepts every pending request before it returns.
 Every check reads through the cached server and through ``truth`` (a server reading DynamoDB).
+
+The tests share the module's tables and servers (``tests/support/shared_service.py``), each on user
+IDs of its own: those with the counters consumer on tables with streams, the others on tables
+without (where no consumer runs).
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 import grpc
 import pytest
+import pytest_asyncio
 from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
+from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.cache import keys
 from graph_service.domain.models import Direction
@@ -43,21 +50,87 @@ from tests.support.graph_calls import (
 )
 from tests.support.polling import eventually
 from tests.support.runtimes import make_settings, running_counters, running_server, stub_for
+from tests.support.shared_service import SharedService, flushed_redis, shared_service
 from tests.support.tables import create_tables
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # the loop of the module's servers
 
 REQUESTED = pb.FOLLOW_STATE_REQUESTED
 FOLLOWING = pb.FOLLOW_STATE_FOLLOWING
 Request = tuple[int, int]  # (requester user_id, requested_at in microseconds)
 
 
-# -- calls --------------------------------------------------------------------------------------
+# -- the module's servers -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Service:
+    shared: SharedService
+    truth: Stub
+    """A second server on the same tables with caching off."""
+
+
+@pytest.fixture(scope="module")
+def module_redis(redis_node: ManagedProcess) -> str:
+    return flushed_redis(redis_node)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
+    """Tables with streams, for the tests that run the counters consumer."""
+    async with (
+        shared_service(dynamodb_local, module_redis, streams=True) as shared,
+        truth_stub(shared.settings) as truth,
+    ):
+        yield Service(shared, truth)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
+    """Tables without streams, for the tests that run no counters consumer."""
+    async with (
+        shared_service(dynamodb_local, module_redis, streams=False) as shared,
+        truth_stub(shared.settings) as truth,
+    ):
+        yield Service(shared, truth)
 
 
 @pytest.fixture
-async def truth(settings: Settings) -> AsyncIterator[Stub]:
-    """A second server on the same tables with caching off."""
-    async with truth_stub(settings) as value:
-        yield value
+def service(request: pytest.FixtureRequest) -> Service:
+    """The module's service of this test: the streamed one if the test runs the counters consumer.
+    ``settings``, ``server``, ``stub`` and ``truth`` below are its parts, as the shared fixtures of
+    the same names would be for tables of the test's own."""
+    return cast("Service", request.getfixturevalue("streamed" if "counters" in request.fixturenames else "plain"))
+
+
+@pytest.fixture
+def settings(service: Service) -> Settings:
+    return service.shared.settings
+
+
+@pytest.fixture
+def server(service: Service) -> ServerRuntime:
+    return service.shared.server
+
+
+@pytest.fixture
+def stub(service: Service) -> Stub:
+    return service.shared.stub
+
+
+@pytest.fixture
+def truth(service: Service) -> Stub:
+    return service.truth
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def counters(streamed: Service) -> AsyncIterator[asyncio.Task[None]]:
+    """The counters consumer on the streamed tables, for this test."""
+    async with running_counters(streamed.shared.settings) as task:
+        yield task
+
+
+# -- calls --------------------------------------------------------------------------------------
 
 
 def readers(stub: Stub, truth: Stub) -> dict[str, Stub]:
@@ -566,8 +639,8 @@ async def test_a_sweep_overtaken_by_set_privacy_private_accepts_no_later_request
 ) -> None:
     """SetPrivacy(false) sweeping many requests, then SetPrivacy(true) returns while the sweep still
     runs, then a new follower asks: that new request is never accepted by the older sweep."""
-    user, late = 1200, 1999
-    askers = list(range(1201, 1301))  # ten sweep pages
+    user, late = 1400, 1999
+    askers = list(range(1401, 1501))  # ten sweep pages
     await set_private(stub, user, True)
     for start in range(0, len(askers), 50):
         await asyncio.gather(*(follow(stub, a, user) for a in askers[start : start + 50]))
