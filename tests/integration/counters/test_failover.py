@@ -237,8 +237,8 @@ async def test_an_owner_paused_before_its_transaction_loses_the_shard_and_its_la
             assert first.consumer.applied_changes == 10  # refused: nothing of the batch counted twice
             renewals_resume.set()
             assert await eventually(lambda: lease_metrics(first), lambda m: m[2] == 1) == (0, 0, 1)
-            held, takeovers, _ = await lease_metrics(second)
-            assert held == 1
+            # On a loaded machine a renewal of the second's can come late and its lease be taken again.
+            _, takeovers, _ = await eventually(lambda: lease_metrics(second), lambda m: m[0] == 1)
             assert (takeovers or 0) >= 1
             assert await stored_counts(settings, sorted(expected)) == expected
             assert await owners(settings) == ["second"]
