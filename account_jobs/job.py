@@ -91,7 +91,7 @@ class AccountJob:
         ``forgetting``: what a deletion removes outside the tables; ``timelines`` (None: no Redis)
         get the backfill of the followers a restore brings back; ``tracer``: a span per batch
         (``tracing.py``; None: the process's, if it traces)."""
-        self._spans = JobSpans(tracer)
+        self._spans = JobSpans(tracer, expected=(Superseded,))
         self._store = store
         self._changes = changes
         self._forgetting = forgetting

@@ -10,7 +10,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from graph_service.domain.accounts import Side
-from graph_service.telemetry.tracing import enabled
+from graph_service.telemetry.tracing import current_span, enabled
 from graph_service.telemetry.tracing import tracer as _tracer
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when a span is made
@@ -22,9 +22,12 @@ __all__ = ["JobSpans"]
 class JobSpans:
     """Spans of one job runner; each method a context manager that does nothing when off."""
 
-    def __init__(self, tracer: Tracer | None = None) -> None:
-        """``tracer``: None takes the process's, if it traces (else no span is made)."""
+    def __init__(self, tracer: Tracer | None = None, *, expected: tuple[type[Exception], ...] = ()) -> None:
+        """``tracer``: None takes the process's, if it traces (else no span is made). ``expected``:
+        exceptions that end a span as an outcome, not a failure (a job superseded by a later call):
+        ``error.type`` without the error status (``telemetry/tracing.current_span``)."""
         self._tracer = tracer if tracer is not None else (_tracer(__name__) if enabled() else None)
+        self._expected = expected
 
     def run(self, user_id: int, kind: str, gen: int) -> contextlib.AbstractContextManager[Span | None]:
         """The span of one run of an account's job (``kind``: ``deactivating``, ``reactivating`` or
@@ -36,7 +39,7 @@ class JobSpans:
             "socialgraph.account_job.kind": kind,
             "socialgraph.account_job.gen": gen,
         }
-        return self._tracer.start_as_current_span(f"account_job {kind}", attributes=attributes)
+        return current_span(self._tracer, f"account_job {kind}", expected=self._expected, attributes=attributes)
 
     @staticmethod
     def ended(span: Span | None, outcome: str, moved: int) -> None:
@@ -61,4 +64,4 @@ class JobSpans:
         }
         if side is not None:
             attributes["socialgraph.account_job.side"] = side.name.lower() if isinstance(side, Side) else side
-        return self._tracer.start_as_current_span(f"account_job {step}", attributes=attributes)
+        return current_span(self._tracer, f"account_job {step}", expected=self._expected, attributes=attributes)

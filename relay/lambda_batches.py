@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from graph_service.events.records import OutgoingRecord
 from graph_service.events.tracing import record_tracer, traced_send
+from graph_service.streams.arns import table_of_stream
 from graph_service.streams.tracing import batch_span, stream_tracer
 from relay.sources import Converter
 
@@ -39,10 +40,9 @@ class UnknownSource(ValueError):
 
 
 def table_of(arn: str) -> str:
-    """The table name of a stream ARN (``arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL``)."""
-    _, found, rest = arn.partition(":table/")
-    name, stream, _ = rest.partition("/stream/")
-    if not (found and stream and name):
+    """The table name of a stream ARN; ``UnknownSource`` if it is not one."""
+    name = table_of_stream(arn)
+    if name is None:
         raise UnknownSource(f"not a DynamoDB stream ARN: {arn!r}")
     return name
 
@@ -76,29 +76,36 @@ class RelayBatches:
         return source
 
     @staticmethod
-    def _events(convert: Converter, record: dict[str, Any]) -> list[OutgoingRecord]:
-        """The record's events; none for an item that cannot make one (logged: a table written by
-        another service may hold anything, and one bad item must not block its shard for good)."""
+    def _events(convert: Converter, record: dict[str, Any]) -> list[OutgoingRecord] | None:
+        """The record's events; None for an item that cannot make one, skipped (logged: a table
+        written by another service may hold anything, and one bad item must not block its shard for
+        good)."""
         try:
             return convert(record)
         except (KeyError, TypeError, ValueError) as exc:
             sequence = record.get("dynamodb", {}).get("SequenceNumber")
             log.error("relay_record_skipped", event_id=record.get("eventID"), sequence=sequence, error=repr(exc))
-            return []
+            return None
 
     async def produce(self, event: dict[str, Any]) -> dict[str, int]:
         """Produce every event of one Lambda event and wait for every acknowledgement; returns how
-        many events were produced. Raises on the first failure (the whole batch is retried)."""
+        many records it had, how many events were produced and how many records were skipped (their
+        item made no event). Raises on the first failure (the whole batch is retried)."""
         records = event.get("Records", [])
+        skipped = 0
         with self._span(records):
             outgoing: list[tuple[str, OutgoingRecord]] = []
             for record in records:
                 topic, convert = self._source(record)  # every record checked before anything is sent
-                outgoing += [(topic, e) for e in self._events(convert, record)]
+                events = self._events(convert, record)
+                if events is None:
+                    skipped += 1
+                    continue
+                outgoing += [(topic, e) for e in events]
             sent = [await self._send(topic, key=e.key, value=e.value, headers=e.headers) for topic, e in outgoing]
             await asyncio.gather(*sent)  # every event acknowledged before Lambda hears the batch is done
-        log.info("relay_lambda_batch_produced", records=len(records), produced=len(sent))
-        return {"records": len(records), "produced": len(sent)}
+        log.info("relay_lambda_batch_produced", records=len(records), produced=len(sent), skipped=skipped)
+        return {"records": len(records), "produced": len(sent), "skipped": skipped}
 
     def _span(self, records: list[dict[str, Any]]) -> contextlib.AbstractContextManager[object]:
         """The batch's span, named after the table of its first record (a trigger's batch is of one

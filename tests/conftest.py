@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from graph_service.entrypoints.logging import configure_logging
+from tests.support.figures import figures
 from tests.support.runtimes import counters, event_settings, server, settings, shared_tables, stub
 from tests.support.servers import (
     dynamodb_local,
@@ -27,6 +28,7 @@ __all__ = [
     "dynamodb_local",
     "dynamodb_locals",
     "event_settings",
+    "figures",
     "flushed_cluster",
     "kafka_broker",
     "own_redis",

@@ -17,7 +17,7 @@ Each invocation writes its figures as one CloudWatch Embedded Metric Format line
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -35,7 +35,6 @@ from relay.sources import SOURCES, Converter
 __all__ = [
     "FIGURES",
     "RelayLambdaRuntime",
-    "SkippedRecords",
     "build_relay_lambda",
     "handler",
     "relay_batches",
@@ -46,38 +45,17 @@ FIGURES = {"produced": "EventsProduced", "skipped": "RecordsSkipped"}
 """What ``RelayLambdaRuntime.invoke`` answers -> its metric in the invocation's EMF line."""
 
 
-class SkippedRecords:
-    """Records whose conversion failed: ``RelayBatches`` skips them (logged as ``relay_record_skipped``)
-    and goes on. Counted by wrapping each source's converter."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def counting(self, convert: Converter) -> Converter:
-        def converted(record: dict[str, Any]) -> Any:
-            try:
-                return convert(record)
-            except (KeyError, TypeError, ValueError):  # what RelayBatches skips; anything else fails the batch
-                self.count += 1
-                raise
-
-        return converted
-
-
 @dataclass
 class RelayLambdaRuntime:
     settings: Settings
     loop: asyncio.AbstractEventLoop
     producer: AIOKafkaProducer
     batches: RelayBatches
-    skipped: SkippedRecords = field(default_factory=SkippedRecords)
 
     def invoke(self, event: dict[str, Any]) -> dict[str, int]:
         """One event, on the container's loop; returns once every event is acknowledged, with how
         many records it had, how many events were produced and how many records were skipped."""
-        before = self.skipped.count
-        done = self.loop.run_until_complete(self.batches.produce(event))
-        return {**done, "skipped": self.skipped.count - before}
+        return self.loop.run_until_complete(self.batches.produce(event))
 
     def close(self) -> None:
         """The producer stopped (what it still holds is sent first), then the loop closed."""
@@ -87,20 +65,16 @@ class RelayLambdaRuntime:
             self.loop.close()
 
 
-def relay_sources(settings: Settings, skipped: SkippedRecords | None = None) -> dict[str, tuple[str, Converter]]:
+def relay_sources(settings: Settings) -> dict[str, tuple[str, Converter]]:
     """The table of every source (with SG_TABLE_PREFIX) -> its topic (as configured) and converter,
-    the same as the ``socialgraph relay`` process; ``skipped`` counts the records that could not be
-    converted."""
+    the same as the ``socialgraph relay`` process."""
     topics = topic_names(settings)
-    skipped = skipped if skipped is not None else SkippedRecords()
-    return {settings.table(s.table): (topics[s.topic], skipped.counting(s.convert)) for s in SOURCES}
+    return {settings.table(s.table): (topics[s.topic], s.convert) for s in SOURCES}
 
 
-def relay_batches(
-    producer: AIOKafkaProducer, settings: Settings, skipped: SkippedRecords | None = None
-) -> RelayBatches:
+def relay_batches(producer: AIOKafkaProducer, settings: Settings) -> RelayBatches:
     """The work of the function: ``relay_sources`` sent through ``producer``."""
-    return RelayBatches(producer, relay_sources(settings, skipped))
+    return RelayBatches(producer, relay_sources(settings))
 
 
 def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
@@ -123,8 +97,7 @@ def build_relay_lambda(settings: Settings) -> RelayLambdaRuntime:
     except BaseException:
         loop.close()
         raise
-    skipped = SkippedRecords()
-    return RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings, skipped), skipped)
+    return RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings))
 
 
 _container: LambdaContainer[RelayLambdaRuntime] = LambdaContainer()

@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 import structlog
 
 from graph_service.settings import Settings
+from graph_service.telemetry.build_info import build_info
 
 __all__ = ["OVERDUE_EXIT", "OVERDUE_MARGIN_SECONDS", "Reloadable", "Runtime", "run_until_signal"]
 
@@ -92,4 +93,5 @@ def run_until_signal(
         finally:
             await runtime.aclose()
 
+    build_info()  # read before the loop runs: outside an image it may ask git, which must not block the loop
     asyncio.run(main())

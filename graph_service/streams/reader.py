@@ -122,6 +122,7 @@ class StreamReader:
             tracer if tracer is not None else stream_tracer(),
             table=table_of_arn(stream_arn),
             consumer=checkpoints.consumer,
+            expected=(ShardReset,),  # the shard moved on elsewhere: read again, not a failure
         )
         self._held = HeldLeases(leases, self.metrics)
         self._poll = poll_seconds

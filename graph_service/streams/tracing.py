@@ -13,7 +13,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from graph_service.telemetry.tracing import enabled, tracer
+from graph_service.streams.arns import table_of_stream
+from graph_service.telemetry.tracing import current_span, enabled, tracer
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when a span is made
     from opentelemetry.trace import Span, Tracer
@@ -31,19 +32,23 @@ def stream_tracer() -> Tracer | None:
 
 
 def table_of_arn(arn: str) -> str:
-    """The table name of a stream ARN (``arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL``),
-    or the ARN itself if it is not one."""
-    _, found, rest = arn.partition(":table/")
-    name, stream, _ = rest.partition("/stream/")
-    return name if found and stream and name else arn
+    """The table name of a stream ARN, or the ARN itself if it is not one (a span names its source)."""
+    return table_of_stream(arn) or arn
 
 
 @contextlib.contextmanager
 def batch_span(
-    tracer: Tracer, table: str, consumer: str, records: int, *, shard_id: str | None = None
+    tracer: Tracer,
+    table: str,
+    consumer: str,
+    records: int,
+    *,
+    shard_id: str | None = None,
+    expected: tuple[type[Exception], ...] = (),
 ) -> Iterator[Span]:
     """The current span while a batch of ``records`` stream records of ``table`` is processed by
-    ``consumer`` (its checkpoints' name); an exception leaving it marks it failed."""
+    ``consumer`` (its checkpoints' name); an exception leaving it marks it failed, unless it is one
+    of ``expected`` (the shard taken over by another consumer: ``error.type`` only)."""
     attributes: dict[str, str | int] = {
         "messaging.system": STREAMS_SYSTEM,
         "messaging.operation.type": "process",
@@ -56,19 +61,28 @@ def batch_span(
         attributes["messaging.destination.partition.id"] = shard_id
     from opentelemetry.trace import SpanKind
 
-    with tracer.start_as_current_span(f"process {table} stream", kind=SpanKind.CONSUMER, attributes=attributes) as span:
+    with current_span(
+        tracer, f"process {table} stream", expected=expected, kind=SpanKind.CONSUMER, attributes=attributes
+    ) as span:
         yield span
 
 
-def traced_handler(handler: Handler, tracer: Tracer | None, *, table: str, consumer: str) -> Handler:
+def traced_handler(
+    handler: Handler,
+    tracer: Tracer | None,
+    *,
+    table: str,
+    consumer: str,
+    expected: tuple[type[Exception], ...] = (),
+) -> Handler:
     """``handler`` itself when ``tracer`` is None (tracing off); else each batch it handles is in
-    a ``batch_span``."""
+    a ``batch_span`` (``expected``: as there)."""
     if tracer is None:
         return handler
     traces = tracer
 
     async def handle(shard_id: str, records: list[dict[str, Any]], committed: str | None) -> str | None:
-        with batch_span(traces, table, consumer, len(records), shard_id=shard_id):
+        with batch_span(traces, table, consumer, len(records), shard_id=shard_id, expected=expected):
             return await handler(shard_id, records, committed)
 
     return handle

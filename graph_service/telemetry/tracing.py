@@ -18,17 +18,27 @@ default); another protocol is refused at start rather than silently exporting no
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the SDK's tracing is imported only when tracing is on (about 0.1 s of a start otherwise)
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span
 
-__all__ = ["TracingConfigError", "configure_tracing", "enabled", "exporter_names", "shutdown_tracing", "tracer"]
+__all__ = [
+    "TracingConfigError",
+    "configure_tracing",
+    "current_span",
+    "enabled",
+    "exporter_names",
+    "shutdown_tracing",
+    "tracer",
+]
 
 _EXPORTERS = ("otlp", "console")
 _state: dict[str, TracerProvider] = {}
@@ -108,12 +118,35 @@ def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
 
 
+@contextlib.contextmanager
+def current_span(
+    tracer: trace.Tracer, name: str, *, expected: tuple[type[Exception], ...] = (), **options: Any
+) -> Iterator[Span]:
+    """``tracer.start_as_current_span(name, **options)``, whose error status is for failures only:
+    an exception of ``expected`` (an outcome its caller handles: a job superseded by a later call, a
+    shard another consumer took over) sets ``error.type`` and leaves the status unset, as a refused
+    call's span does; any other is recorded and sets the error status."""
+    from opentelemetry.trace import Status, StatusCode
+
+    with tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False, **options) as span:
+        try:
+            yield span
+        except expected as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            raise
+        except Exception as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
+
+
 def shutdown_tracing(timeout_seconds: float = 5.0) -> bool:
     """Export the spans still buffered, then stop (a process's last step; no-op when off). Waits at
     most ``timeout_seconds``: a collector that does not answer must not hold a stop past its grace
     (the SDK's own flush ignores its timeout, and its exporter retries for up to
     ``OTEL_EXPORTER_OTLP_TIMEOUT``). False when the wait ran out (what was still buffered is lost)."""
-    provider = _state.get("provider")
+    provider = _state.pop("provider", None)  # off from now on: nothing made later is exported
     if provider is None:
         return True
     # The provider's shutdown stops taking spans at once, so the SDK's own shutdown at exit returns

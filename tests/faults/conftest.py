@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.figures import PREFIX, figures
+from tests.support.figures import PREFIX
 from tests.support.own_dynamodb import own_dynamodb
 
-__all__ = ["figures", "own_dynamodb"]
+__all__ = ["own_dynamodb"]
 
 _FIGURES: list[tuple[str, str, object]] = []
 

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import pytest
+import pytest_asyncio
 import redis
 from socialgraph_devstack.processes import ManagedProcess
 
@@ -27,7 +31,7 @@ from tests.support.runtimes import make_settings, running_server, stub_for
 from tests.support.servers import trust_as_reset
 from tests.support.tables import create_tables, drop_tables
 
-__all__ = ["SharedService", "UserIds", "flushed_redis", "shared_service"]
+__all__ = ["SharedService", "UserIds", "flushed_redis", "module_fixtures", "shared_service"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +75,44 @@ class UserIds:
 
     def next_block(self) -> int:
         return next(self._starts)
+
+
+S = TypeVar("S")
+OpenService = Callable[..., AbstractAsyncContextManager[S]]
+"""``(dynamodb_local, redis_url, streams=...)`` -> a module's service, while the block runs
+(``shared_service``, or one built on it)."""
+
+
+def module_fixtures(open_service: OpenService[Any]) -> tuple[Any, ...]:
+    """The fixtures of a module whose tests share its services, each test on user IDs of its own,
+    to be assigned to the module's names ``module_redis, streamed, plain, service, user_ids``:
+
+    - ``module_redis``: the session's Redis, flushed once for the module (``flushed_redis``);
+    - ``streamed`` and ``plain``: the module's service (``open_service``) on tables with change
+      streams, for the tests that run the counters consumer, and on tables without;
+    - ``service``: the one of the test: ``streamed`` if it asks for ``counters``, else ``plain``;
+    - ``user_ids``: the module's ``UserIds``."""
+
+    @pytest.fixture(scope="module", name="module_redis")
+    def module_redis(redis_node: ManagedProcess) -> str:
+        return flushed_redis(redis_node)
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module", name="streamed")
+    async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[Any]:
+        async with open_service(dynamodb_local, module_redis, streams=True) as service:
+            yield service
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module", name="plain")
+    async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[Any]:
+        async with open_service(dynamodb_local, module_redis, streams=False) as service:
+            yield service
+
+    @pytest.fixture(name="service")
+    def service(request: pytest.FixtureRequest) -> Any:
+        return request.getfixturevalue("streamed" if "counters" in request.fixturenames else "plain")
+
+    @pytest.fixture(scope="module", name="user_ids")
+    def user_ids() -> UserIds:
+        return UserIds()
+
+    return module_redis, streamed, plain, service, user_ids

@@ -146,6 +146,10 @@ def start_dynamodb_local(
         "-port",
         str(port),
         "-sharedDb",
+        # No usage reports to AWS from a development or test machine (most have no way out anyway):
+        # it also starts answering about 1.5 s sooner, with less CPU (measured: 2.7 s against 4.4 s
+        # to the first answer, 10.5 s against 12.3 s of CPU for a start and 1,500 writes).
+        "-disableTelemetry",
         *storage,
     ]
     proc = spawn("dynamodb-local", cmd, port, log_dir, cwd=jar.parent)

@@ -18,7 +18,6 @@ import grpc
 import pytest
 import pytest_asyncio
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.domain.models import Direction
 from graph_service.dynamodb.client import AsyncDynamo
@@ -38,7 +37,7 @@ from tests.support.graph_calls import (
 )
 from tests.support.polling import eventually
 from tests.support.runtimes import running_counters
-from tests.support.shared_service import SharedService, UserIds, flushed_redis, shared_service
+from tests.support.shared_service import SharedService, UserIds, module_fixtures, shared_service
 from tests.support.table_items import partition_items
 from tests.support.timeline_calls import timeline_stub_for, whole_timeline
 
@@ -62,23 +61,9 @@ class People(NamedTuple):
 # -- the module's servers -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def module_redis(redis_node: ManagedProcess) -> str:
-    return flushed_redis(redis_node)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[SharedService]:
-    """Tables with streams, for the tests that run the counters consumer."""
-    async with shared_service(dynamodb_local, module_redis, streams=True) as service:
-        yield service
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[SharedService]:
-    """Tables without streams, for the tests that run no counters consumer."""
-    async with shared_service(dynamodb_local, module_redis, streams=False) as service:
-        yield service
+module_redis, streamed, plain, _, user_ids = module_fixtures(shared_service)
+"""The module's services (``tests/support/shared_service.py``): ``streamed`` for the tests that run
+the counters consumer (``counted``), ``plain`` for the others."""
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -86,11 +71,6 @@ async def counted(streamed: SharedService) -> AsyncIterator[SharedService]:
     """The streamed tables' service with the counters consumer running for this test."""
     async with running_counters(streamed.settings):
         yield streamed
-
-
-@pytest.fixture(scope="module")
-def user_ids() -> UserIds:
-    return UserIds()
 
 
 @pytest.fixture

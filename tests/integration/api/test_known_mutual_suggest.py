@@ -31,7 +31,6 @@ import grpc
 import pytest
 import pytest_asyncio
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.domain.models import Direction, Edge
 from graph_service.settings import Settings
@@ -39,7 +38,7 @@ from tests.support.graph_calls import Entry, Pair, error_info, whole_list
 from tests.support.polling import eventually
 from tests.support.runtimes import running_counters, running_server, stub_for
 from tests.support.seeding import seed_follows
-from tests.support.shared_service import UserIds, flushed_redis, shared_service
+from tests.support.shared_service import UserIds, module_fixtures, shared_service
 
 if TYPE_CHECKING:
     # The async stub type exists only for type checkers; at run time the stub is the generated class.
@@ -86,7 +85,8 @@ class Service:
 
 
 @contextlib.asynccontextmanager
-async def module_service(dynamodb_local: str, redis_url: str, *, streams: bool) -> AsyncIterator[Service]:
+async def module_service(dynamodb_local: str, redis_url: str, streams: bool) -> AsyncIterator[Service]:
+    """The module's service: tables, the default server, and the scan and truth servers beside it."""
     async with (
         shared_service(dynamodb_local, redis_url, streams=streams) as shared,
         servers(shared.settings, cast("Stub", shared.stub)) as trio,
@@ -94,30 +94,9 @@ async def module_service(dynamodb_local: str, redis_url: str, *, streams: bool) 
         yield Service(shared.settings, trio)
 
 
-@pytest.fixture(scope="module")
-def module_redis(redis_node: ManagedProcess) -> str:
-    return flushed_redis(redis_node)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
-    """Tables with streams, for the tests that run the counters consumer."""
-    async with module_service(dynamodb_local, module_redis, streams=True) as service:
-        yield service
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
-    """Tables without streams, for the tests that run no counters consumer."""
-    async with module_service(dynamodb_local, module_redis, streams=False) as service:
-        yield service
-
-
-@pytest.fixture
-def service(request: pytest.FixtureRequest) -> Service:
-    """The module's service of this test: the streamed one if the test runs the counters consumer.
-    ``settings``, ``stub`` and ``svc`` below are its parts (``stub`` is the default server's)."""
-    return cast("Service", request.getfixturevalue("streamed" if "counters" in request.fixturenames else "plain"))
+module_redis, streamed, plain, service, user_ids = module_fixtures(module_service)
+"""The module's services (``tests/support/shared_service.py``); ``settings``, ``stub`` and ``svc``
+below are the parts of the test's (``stub`` is the default server's)."""
 
 
 @pytest.fixture
@@ -140,11 +119,6 @@ async def counters(streamed: Service) -> AsyncIterator[asyncio.Task[None]]:
     """The counters consumer on the streamed tables, for this test."""
     async with running_counters(streamed.settings) as task:
         yield task
-
-
-@pytest.fixture(scope="module")
-def user_ids() -> UserIds:
-    return UserIds()
 
 
 @pytest.fixture

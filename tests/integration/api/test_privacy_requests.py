@@ -13,6 +13,7 @@ without (where no consumer runs).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -24,7 +25,6 @@ import pytest
 import pytest_asyncio
 from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
-from socialgraph_devstack.processes import ManagedProcess
 
 from graph_service.cache import keys
 from graph_service.domain.models import Direction
@@ -50,7 +50,7 @@ from tests.support.graph_calls import (
 )
 from tests.support.polling import eventually
 from tests.support.runtimes import make_settings, running_counters, running_server, stub_for
-from tests.support.shared_service import SharedService, flushed_redis, shared_service
+from tests.support.shared_service import SharedService, module_fixtures, shared_service
 from tests.support.tables import create_tables
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")  # the loop of the module's servers
@@ -70,37 +70,19 @@ class Service:
     """A second server on the same tables with caching off."""
 
 
-@pytest.fixture(scope="module")
-def module_redis(redis_node: ManagedProcess) -> str:
-    return flushed_redis(redis_node)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def streamed(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
-    """Tables with streams, for the tests that run the counters consumer."""
+@contextlib.asynccontextmanager
+async def module_service(dynamodb_local: str, redis_url: str, streams: bool) -> AsyncIterator[Service]:
     async with (
-        shared_service(dynamodb_local, module_redis, streams=True) as shared,
+        shared_service(dynamodb_local, redis_url, streams=streams) as shared,
         truth_stub(shared.settings) as truth,
     ):
         yield Service(shared, truth)
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def plain(dynamodb_local: str, module_redis: str) -> AsyncIterator[Service]:
-    """Tables without streams, for the tests that run no counters consumer."""
-    async with (
-        shared_service(dynamodb_local, module_redis, streams=False) as shared,
-        truth_stub(shared.settings) as truth,
-    ):
-        yield Service(shared, truth)
-
-
-@pytest.fixture
-def service(request: pytest.FixtureRequest) -> Service:
-    """The module's service of this test: the streamed one if the test runs the counters consumer.
-    ``settings``, ``server``, ``stub`` and ``truth`` below are its parts, as the shared fixtures of
-    the same names would be for tables of the test's own."""
-    return cast("Service", request.getfixturevalue("streamed" if "counters" in request.fixturenames else "plain"))
+module_redis, streamed, plain, service, _ = module_fixtures(module_service)
+"""The module's services (``tests/support/shared_service.py``); ``settings``, ``server``, ``stub``
+and ``truth`` below are the parts of the test's, as the shared fixtures of the same names would be
+for tables of the test's own."""
 
 
 @pytest.fixture

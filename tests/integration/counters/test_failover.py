@@ -28,6 +28,7 @@ from graph_service.store.counter_table import DynamoCounterTable
 from graph_service.streams import leases
 from graph_service.streams.checkpoints import CheckpointStore
 from graph_service.streams.leases import Renewal, ShardLeases
+from tests.support.figures import Record
 from tests.support.polling import eventually
 from tests.support.runtimes import run_built
 from tests.support.scrape import scrape
@@ -134,11 +135,13 @@ async def test_leases_follow_their_rules_and_never_touch_the_checkpoint(settings
 
 @pytest.mark.streams
 async def test_a_survivor_takes_a_crashed_owners_shard_within_the_lease_and_counts_exactly(
-    lease_settings: Settings,
+    lease_settings: Settings, figures: Record
 ) -> None:
     """The first consumer commits one transaction of a batch and dies (its task cancelled, nothing
-    released: kill -9). Until then the second reads nothing; then it owns the shard within
-    SG_LEASE_SECONDS and counts the rest of the batch: every follow counted once."""
+    released: kill -9). Until then the second reads nothing; then it owns the shard and counts the
+    rest of the batch: every follow counted once. How long the takeover took is the figure
+    ``takeover_s`` (at most 0.8 of SG_LEASE_SECONDS by design, plus the calls: the timing rule
+    itself is ``tests/unit/streams/test_leases.py``'s; no test here asserts a time)."""
     settings = lease_settings
     await require_streams(settings, FOLLOWERS)
     await seed_follows(settings, PAIRS)
@@ -166,8 +169,7 @@ async def test_a_survivor_takes_a_crashed_owners_shard_within_the_lease_and_coun
             with contextlib.suppress(asyncio.CancelledError):
                 await first_task
             await eventually(lambda: owners(settings), lambda o: o == ["second"], interval=0.05)
-            took = time.monotonic() - killed_at
-            assert took < LEASE_SECONDS, took  # at most 0.8 of it by design, the rest is for the calls
+            figures("takeover_s", time.monotonic() - killed_at)
             expected = counts_of(PAIRS)
             await eventually(lambda: stored_counts(settings, sorted(expected)), lambda got: got == expected)
             assert first.consumer.applied_changes == 3  # one transaction

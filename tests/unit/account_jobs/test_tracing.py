@@ -3,6 +3,7 @@ commits, with the account, the job's kind and the batch's side and size."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import cast
 
@@ -88,3 +89,46 @@ async def test_a_job_run_is_a_span_with_a_span_per_batch_under_it() -> None:
         ("following", 1),
     ]
     assert {b.attributes["socialgraph.user_id"] for b in batches} == {str(USER)}
+
+
+class Superseding(Deactivation):
+    """A later call's generation fences the job's second batch (its edges cannot be marked)."""
+
+    def __init__(self, edges: dict[Side, list[Edge]]) -> None:
+        super().__init__(edges)
+        self.marks = 0
+
+    async def mark(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge], *states: Lifecycle) -> bool:
+        self.marks += 1
+        return self.marks == 1
+
+
+async def test_a_batch_a_later_call_superseded_is_an_outcome_not_an_error() -> None:
+    """Superseded ends the batch's span with ``error.type`` and no error status; the run's span says
+    ``superseded``."""
+    tracer, exporter = memory_tracer("serve")
+    store = Superseding({Side.FOLLOWER: [Edge(u, 1) for u in (1, 2, 3)]})
+    job = AccountJob(cast(AccountJobStore, store), RecordingChanges(), tracer=tracer)
+    assert await job.run(USER, 1, Lifecycle.DEACTIVATING) is False
+    batches = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    assert [b.name for b in batches] == ["account_job archive", "account_job archive"]
+    assert all(b.status.is_unset for b in batches), [b.status for b in batches]
+    assert [dict(b.attributes or {}).get("error.type") for b in batches] == [None, "Superseded"]
+    assert [event.name for b in batches for event in b.events] == []
+
+
+class Failing(Deactivation):
+    async def archive(self, user_id: int, gen: int, side: Side, edges: Sequence[Edge]) -> Moved:
+        raise ConnectionError("DynamoDB unreachable")
+
+
+async def test_a_batch_that_fails_is_an_error() -> None:
+    tracer, exporter = memory_tracer("serve")
+    job = AccountJob(cast(AccountJobStore, Failing({Side.FOLLOWER: [Edge(1, 1)]})), RecordingChanges(), tracer=tracer)
+    with contextlib.suppress(ConnectionError):
+        await job.run(USER, 1, Lifecycle.DEACTIVATING)
+    (batch,) = exporter.get_finished_spans()
+    assert not batch.status.is_ok
+    assert not batch.status.is_unset
+    assert dict(batch.attributes or {})["error.type"] == "ConnectionError"
+    assert [event.name for event in batch.events] == ["exception"]

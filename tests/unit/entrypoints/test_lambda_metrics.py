@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from graph_service.entrypoints import lambda_handler, relay_lambda
-from graph_service.entrypoints.relay_lambda import RelayLambdaRuntime, SkippedRecords, relay_batches
+from graph_service.entrypoints.relay_lambda import RelayLambdaRuntime, relay_batches
 from graph_service.settings import Settings, SettingsError
 from tests.support.emf import emf_lines, metrics_of
 
@@ -145,9 +145,8 @@ class Acknowledging:
 def test_the_relay_runtime_counts_the_records_it_could_not_convert_per_invocation() -> None:
     settings = Settings(table_prefix="p_")
     producer: Any = Acknowledging()
-    skipped = SkippedRecords()
     loop = asyncio.new_event_loop()
-    runtime = RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings, skipped), skipped)
+    runtime = RelayLambdaRuntime(settings, loop, producer, relay_batches(producer, settings))
     arn = "arn:aws:dynamodb:us-east-1:123456789012:table/p_tweets/stream/2024-06-10T09:12:41.137"
     good = {"tweet_id": {"N": "15"}, "author_id": {"N": "5"}, "text": {"S": "hi"}}
     broken = {"tweet_id": {"N": "14"}, "text": {"S": "no author"}}

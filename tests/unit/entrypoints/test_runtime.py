@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 from graph_service.entrypoints import runtime as runtime_module
 from graph_service.entrypoints.runtime import OVERDUE_EXIT, run_until_signal
 from graph_service.settings import Settings
+from graph_service.telemetry.build_info import build_info
 
 
 class Reloading:
@@ -116,3 +117,28 @@ def test_a_second_signal_exits_at_once() -> None:
     run_until_signal(build, replace(Settings(), shutdown_grace_seconds=60), force_exit=force_exit)
     assert codes == [OVERDUE_EXIT]
     assert runtime.closed
+
+
+def test_the_build_is_read_before_the_loop_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build_info`` (which may run ``git rev-parse`` outside an image) is resolved before the event
+    loop starts: the builders that register it find it cached and never block the loop on git."""
+    monkeypatch.delenv("SG_BUILD_COMMIT", raising=False)
+    build_info.cache_clear()
+    cached_at_build: list[int] = []
+
+    class Done:
+        async def run(self, stop: asyncio.Event) -> None:
+            return None
+
+        async def aclose(self) -> None:
+            return None
+
+    async def build(settings: Settings) -> Done:
+        cached_at_build.append(build_info.cache_info().currsize)
+        return Done()
+
+    try:
+        run_until_signal(build, Settings())
+    finally:
+        build_info.cache_clear()
+    assert cached_at_build == [1]

@@ -74,7 +74,7 @@ async def test_each_record_goes_to_its_tables_topic_and_every_ack_is_awaited() -
     producer = FakeProducer()
     batches = relay_batches(producer, SETTINGS)  # a FakeProducer
     event = {"Records": [tweet_record(11, 1), *follower_records(), tweet_record(11, 1, "MODIFY"), tweet_record(12, 2)]}
-    assert await batches.produce(event) == {"records": 15, "produced": 8}
+    assert await batches.produce(event) == {"records": 15, "produced": 8, "skipped": 0}
     assert all(ack.done() for ack in producer.acks)
     assert producer.sent == [
         ("tweets", b"11"),
@@ -109,7 +109,8 @@ async def test_a_record_that_makes_no_event_is_skipped_and_logged() -> None:
     batches = relay_batches(producer, SETTINGS)  # a FakeProducer
     broken = tweet_record(14, 4)
     del broken["dynamodb"]["NewImage"]["author_id"]
-    assert await batches.produce({"Records": [broken, tweet_record(15, 5)]}) == {"records": 2, "produced": 1}
+    done = await batches.produce({"Records": [broken, tweet_record(15, 5)]})
+    assert done == {"records": 2, "produced": 1, "skipped": 1}
 
 
 async def test_mute_records_and_their_ttl_deletions_pass_without_an_event_or_an_error() -> None:
@@ -137,6 +138,6 @@ async def test_mute_records_and_their_ttl_deletions_pass_without_an_event_or_an_
         done = await relay_batches(producer, SETTINGS).produce(
             {"Records": [*mutes[:3], *follower_records(), *mutes[3:]]}
         )
-    assert done == {"records": len(follower_records()) + 5, "produced": 6}
+    assert done == {"records": len(follower_records()) + 5, "produced": 6, "skipped": 0}
     assert producer.sent == plain.sent
     assert not [line for line in logs if line["event"] == "relay_record_skipped"]

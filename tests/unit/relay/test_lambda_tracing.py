@@ -37,6 +37,7 @@ async def test_a_lambda_batch_is_a_span_with_a_send_span_per_event_each_in_its_r
     assert await batches.produce({"Records": [tweet_record(11, 1), tweet_record(12, 2)]}) == {
         "records": 2,
         "produced": 2,
+        "skipped": 0,
     }
     spans = from_sdk(exporter.get_finished_spans())
     assert render(spans) == "\n".join(

@@ -40,6 +40,7 @@ def test_the_buffered_spans_are_exported_at_the_stop(monkeypatch: pytest.MonkeyP
     assert exporter.get_finished_spans() == ()
     assert tracing.shutdown_tracing(5.0) is True
     assert [span.name for span in exporter.get_finished_spans()] == ["rpc"]
+    assert not tracing.enabled()  # nothing built after the stop takes a tracer
 
 
 @pytest.fixture
