@@ -296,11 +296,16 @@ async def test_metadata_and_request_ids_reach_the_server(server: ServerRuntime) 
             await graph.is_following(1, 2, metadata={"x-request-id": "client-test-1"})
             with pytest.raises(InvalidArgument) as refused:
                 await graph.follow(3, 3)
-    served = {entry["request_id"]: entry for entry in logs if entry.get("event") == "rpc"}
-    assert served["client-test-1"]["method"].endswith("/IsFollowing")
-    made_up = refused.value.request_id
+        made_up = refused.value.request_id
+
+        def served() -> dict[str, dict[str, object]]:
+            return {entry["request_id"]: entry for entry in logs if entry.get("event") == "rpc"}
+
+        # The server logs a call once its answer is sent: the client may have it a moment before.
+        await eventually(lambda: asyncio.sleep(0, served()), lambda found: {"client-test-1", made_up} <= found.keys())
+    assert str(served()["client-test-1"]["method"]).endswith("/IsFollowing")
     assert re.fullmatch(r"[0-9a-f]{32}", made_up)
-    assert served[made_up]["outcome"] == Reason.SELF_FOLLOW
+    assert served()[made_up]["outcome"] == Reason.SELF_FOLLOW
 
 
 async def test_each_refusal_is_its_error_class(server: ServerRuntime) -> None:
