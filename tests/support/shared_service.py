@@ -12,6 +12,7 @@ again (so none asks for ``redis_url``): each test's keys are its own users'.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +28,7 @@ from socialgraph_devstack.processes import ManagedProcess
 from graph_service.entrypoints.server import ServerRuntime
 from graph_service.settings import Settings
 from tests.support.graph_calls import Stub
-from tests.support.runtimes import make_settings, running_server, stub_for
+from tests.support.runtimes import make_settings, running_counters, running_server, stub_for
 from tests.support.servers import trust_as_reset
 from tests.support.tables import create_tables, drop_tables
 
@@ -83,15 +84,18 @@ OpenService = Callable[..., AbstractAsyncContextManager[S]]
 (``shared_service``, or one built on it)."""
 
 
-def module_fixtures(open_service: OpenService[Any]) -> tuple[Any, ...]:
+def module_fixtures(open_service: OpenService[S], settings_of: Callable[[S], Settings]) -> tuple[Any, ...]:
     """The fixtures of a module whose tests share its services, each test on user IDs of its own,
-    to be assigned to the module's names ``module_redis, streamed, plain, service, user_ids``:
+    to be assigned to the module's names ``module_redis, streamed, plain, service, user_ids,
+    settings, counters``:
 
     - ``module_redis``: the session's Redis, flushed once for the module (``flushed_redis``);
     - ``streamed`` and ``plain``: the module's service (``open_service``) on tables with change
       streams, for the tests that run the counters consumer, and on tables without;
     - ``service``: the one of the test: ``streamed`` if it asks for ``counters``, else ``plain``;
-    - ``user_ids``: the module's ``UserIds``."""
+    - ``user_ids``: the module's ``UserIds``;
+    - ``settings``: the settings of the test's service (``settings_of``);
+    - ``counters``: the counters consumer on the streamed tables, for the test that asks for it."""
 
     @pytest.fixture(scope="module", name="module_redis")
     def module_redis(redis_node: ManagedProcess) -> str:
@@ -115,4 +119,13 @@ def module_fixtures(open_service: OpenService[Any]) -> tuple[Any, ...]:
     def user_ids() -> UserIds:
         return UserIds()
 
-    return module_redis, streamed, plain, service, user_ids
+    @pytest.fixture(name="settings")
+    def settings(service: S) -> Settings:
+        return settings_of(service)
+
+    @pytest_asyncio.fixture(loop_scope="module", name="counters")
+    async def counters(streamed: S) -> AsyncIterator[asyncio.Task[None]]:
+        async with running_counters(settings_of(streamed)) as task:
+            yield task
+
+    return module_redis, streamed, plain, service, user_ids, settings, counters

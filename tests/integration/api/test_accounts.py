@@ -11,12 +11,10 @@ without (where no consumer runs).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import NamedTuple
 
 import grpc
 import pytest
-import pytest_asyncio
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.domain.models import Direction
@@ -36,7 +34,6 @@ from tests.support.graph_calls import (
     whole_list,
 )
 from tests.support.polling import eventually
-from tests.support.runtimes import running_counters
 from tests.support.shared_service import SharedService, UserIds, module_fixtures, shared_service
 from tests.support.table_items import partition_items
 from tests.support.timeline_calls import timeline_stub_for, whole_timeline
@@ -61,16 +58,17 @@ class People(NamedTuple):
 # -- the module's servers -------------------------------------------------------------------------
 
 
-module_redis, streamed, plain, _, user_ids = module_fixtures(shared_service)
+module_redis, streamed, plain, service, user_ids, settings, counters = module_fixtures(
+    shared_service, lambda service: service.settings
+)
 """The module's services (``tests/support/shared_service.py``): ``streamed`` for the tests that run
 the counters consumer (``counted``), ``plain`` for the others."""
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def counted(streamed: SharedService) -> AsyncIterator[SharedService]:
+@pytest.fixture
+def counted(streamed: SharedService, counters: asyncio.Task[None]) -> SharedService:
     """The streamed tables' service with the counters consumer running for this test."""
-    async with running_counters(streamed.settings):
-        yield streamed
+    return streamed
 
 
 @pytest.fixture

@@ -29,14 +29,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
-import pytest_asyncio
 from socialgraph.v1 import social_graph_pb2 as pb
 
 from graph_service.domain.models import Direction, Edge
 from graph_service.settings import Settings
 from tests.support.graph_calls import Entry, Pair, error_info, whole_list
 from tests.support.polling import eventually
-from tests.support.runtimes import running_counters, running_server, stub_for
+from tests.support.runtimes import running_server, stub_for
 from tests.support.seeding import seed_follows
 from tests.support.shared_service import UserIds, module_fixtures, shared_service
 
@@ -94,14 +93,11 @@ async def module_service(dynamodb_local: str, redis_url: str, streams: bool) -> 
         yield Service(shared.settings, trio)
 
 
-module_redis, streamed, plain, service, user_ids = module_fixtures(module_service)
-"""The module's services (``tests/support/shared_service.py``); ``settings``, ``stub`` and ``svc``
-below are the parts of the test's (``stub`` is the default server's)."""
-
-
-@pytest.fixture
-def settings(service: Service) -> Settings:
-    return service.settings
+module_redis, streamed, plain, service, user_ids, settings, counters = module_fixtures(
+    module_service, lambda service: service.settings
+)
+"""The module's services (``tests/support/shared_service.py``); ``stub`` and ``svc`` below are the
+parts of the test's (``stub`` is the default server's)."""
 
 
 @pytest.fixture
@@ -112,13 +108,6 @@ def stub(service: Service) -> Stub:
 @pytest.fixture
 def svc(service: Service) -> Servers:
     return service.servers
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def counters(streamed: Service) -> AsyncIterator[asyncio.Task[None]]:
-    """The counters consumer on the streamed tables, for this test."""
-    async with running_counters(streamed.settings) as task:
-        yield task
 
 
 @pytest.fixture

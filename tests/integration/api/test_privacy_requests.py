@@ -22,7 +22,6 @@ from typing import cast
 
 import grpc
 import pytest
-import pytest_asyncio
 from redis.cluster import RedisCluster
 from socialgraph.v1 import social_graph_pb2 as pb
 
@@ -79,15 +78,12 @@ async def module_service(dynamodb_local: str, redis_url: str, streams: bool) -> 
         yield Service(shared, truth)
 
 
-module_redis, streamed, plain, service, _ = module_fixtures(module_service)
-"""The module's services (``tests/support/shared_service.py``); ``settings``, ``server``, ``stub``
-and ``truth`` below are the parts of the test's, as the shared fixtures of the same names would be
-for tables of the test's own."""
-
-
-@pytest.fixture
-def settings(service: Service) -> Settings:
-    return service.shared.settings
+module_redis, streamed, plain, service, user_ids, settings, counters = module_fixtures(
+    module_service, lambda service: service.shared.settings
+)
+"""The module's services (``tests/support/shared_service.py``); ``settings``, ``counters`` and
+``server``, ``stub`` and ``truth`` below are the parts of the test's, as the shared fixtures of the
+same names would be for tables of the test's own."""
 
 
 @pytest.fixture
@@ -103,13 +99,6 @@ def stub(service: Service) -> Stub:
 @pytest.fixture
 def truth(service: Service) -> Stub:
     return service.truth
-
-
-@pytest_asyncio.fixture(loop_scope="module")
-async def counters(streamed: Service) -> AsyncIterator[asyncio.Task[None]]:
-    """The counters consumer on the streamed tables, for this test."""
-    async with running_counters(streamed.shared.settings) as task:
-        yield task
 
 
 # -- calls --------------------------------------------------------------------------------------
