@@ -322,6 +322,8 @@ class Churn:
     next_newcomer: int = 50_001
     step_no: int = 0
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    turn: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set at the end of each step: the background toggle then races the next page's read."""
 
     def __post_init__(self) -> None:
         self.first_newcomer = self.next_newcomer
@@ -343,11 +345,23 @@ class Churn:
         o = self.others[i % len(self.others)]
         await unfollow(self.stub, o, self.user)
         await follow(self.stub, o, self.user)
+        self.turn.set()
+
+    def finish(self) -> None:
+        """Ends ``background`` (also while it waits for a turn)."""
+        self.stop.set()
+        self.turn.set()
 
     async def background(self, seed: int) -> None:
-        """Meanwhile, toggle churny edges on both sides at random, racing the page reads."""
+        """Meanwhile, toggle churny edges on both sides at random, racing the page reads: one toggle
+        as each page after the first is read (toggling without a pause only repeated that race,
+        at several times the writes)."""
         rng = random.Random(seed)
-        while not self.stop.is_set():
+        while True:
+            await self.turn.wait()
+            self.turn.clear()
+            if self.stop.is_set():
+                return
             c = rng.choice(self.churny)
             if rng.random() < 0.5:
                 await unfollow(self.stub, c, self.user)
@@ -380,7 +394,7 @@ async def test_known_followers_walk_while_others_follow_and_unfollow(
         try:
             got = await walk([known(s, viewer, user, 4) for s in stubs], 4, churn.step)
         finally:
-            churn.stop.set()
+            churn.finish()
             await racer
         assert churn.step_no >= 4, name
         ids = [u for u, _ in got]

@@ -220,18 +220,21 @@ async def walk_under_churn(
 
 
 async def test_walking_followers_while_others_follow_and_unfollow(svc: Service, base: int) -> None:
-    """Walking 2,500 followers (page_size 97) amid follows and unfollows repeats none and skips no stable one."""
+    """Walking 1,200 followers (page_size 97) amid follows and unfollows repeats none and skips no stable one."""
     owner = base + 1
-    initial = list(range(base + 100_000, base + 102_500))
+    # More than one fill page (FILL_PAGE, 1,000) and 13 pages of walk, each amid the churn: 2,500
+    # followers only made the walk, and the churn that runs as long as it, longer.
+    initial = list(range(base + 100_000, base + 101_200))
     await seed_follows(svc.settings, [(u, owner) for u in initial])
     await warm_cache(svc, Direction.FOLLOWERS, owner)
     await walk_under_churn(svc, Direction.FOLLOWERS, owner, initial, page_size=97, base=base)
 
 
 async def test_walking_following_while_the_user_follows_and_unfollows(svc: Service, base: int) -> None:
-    """Walking 600 followees (page_size 23) while the owner follows, unfollows and refollows repeats and skips none."""
+    """Walking 300 followees (page_size 23) while the owner follows, unfollows and refollows repeats and skips none."""
     owner = base + 2
-    initial = list(range(base + 200_000, base + 200_600))
+    # 14 pages of walk, each amid the churn (600 followees only made the walk and the churn longer).
+    initial = list(range(base + 200_000, base + 200_300))
     await seed_follows(svc.settings, [(owner, u) for u in initial])
     await warm_cache(svc, Direction.FOLLOWING, owner)
     await walk_under_churn(svc, Direction.FOLLOWING, owner, initial, page_size=23, base=base)
