@@ -2,9 +2,9 @@
 and never changes the graph: no edge, no request, no block, no mute, no privacy change.
 
 One small graph is built once for the module (the refused calls must leave it exactly as it was);
-after every test, every item of its tables is compared with those stored when it was built
-(``tests/support/table_items.py``), and at the end of the module what callers read, through the
-cache and straight from DynamoDB, with the snapshot taken then.
+when the module ends, every item of its tables is compared with those stored when it was built
+(``tests/support/table_items.py``: a difference names the item, and so the call that wrote it), and
+what callers read, through the cache and straight from DynamoDB, with the snapshot taken then.
 """
 
 from __future__ import annotations
@@ -173,6 +173,10 @@ async def world(dynamodb_local: str, redis_node: ManagedProcess) -> AsyncIterato
             assert before.relationships[user] == [(t, MODEL.relationship(user, t)) for t in USERS]
         world = World(stub, truth, tokens, before, settings, await stored_items(settings))
         yield world
+        # Once for the module, not after each of its 200 tests (a fifth of its CPU): the message
+        # lists every item a refused call wrote, which names the call.
+        changed = differences(world.items, await stored_items(settings))
+        assert not changed, f"a refused call changed the graph: {changed}"
         await assert_privacy_unchanged(stub)
         assert await snapshot(stub) == before
         assert await snapshot(truth) == before
@@ -180,11 +184,9 @@ async def world(dynamodb_local: str, redis_node: ManagedProcess) -> AsyncIterato
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def graph(world: World) -> AsyncIterator[World]:
-    """The module's graph; after the test, every item of its tables must be as the build left it (what
-    callers read, through the cache and straight from DynamoDB, is compared when the module ends)."""
+    """The module's graph; every item of its tables must be as the build left it when the module ends
+    (``world``), and what callers read, through the cache and straight from DynamoDB, too."""
     yield world
-    changed = differences(world.items, await stored_items(world.settings))
-    assert not changed, f"a refused call changed the graph: {changed}"
 
 
 Call = Callable[[Stub], Awaitable[Any]]

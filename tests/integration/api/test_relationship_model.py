@@ -44,7 +44,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from hypothesis import HealthCheck
+from hypothesis import HealthCheck, assume
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -77,7 +77,10 @@ N_USERS = 5
 ID_STRIDE = 100  # user IDs of one example: base + 0..4, a fresh base per example
 FIRST_BASE = 1_000
 STEPS = 20
-EXAMPLES = 2  # with STEPS, 40 rule steps a run (about 27 s on a quiet machine): CI must stay under 12 minutes
+# One example of STEPS rule steps (each followed by every read for every user and pair): CI must stay under 12
+# minutes. Hypothesis first runs its simplest example (every draw its first choice: Follow(0, 1) over and over),
+# which cost as much as a random one and tested next to nothing; ``start`` rejects it (no follows to start from).
+EXAMPLES = 1
 COUNTS_DEADLINE = 20.0
 JOB_DEADLINE = 20.0
 READS_IN_FLIGHT = 8
@@ -556,6 +559,7 @@ class RelationshipMachine(RuleBasedStateMachine):
     def start(self, private: set[int], pairs: list[Pair]) -> None:
         """SetPrivacy(u, True) for each of ``private``, then Follow(a, b) for each pair: every example starts from
         a graph with edges and requests to act on."""
+        assume(pairs)  # an example starting from no follows (Hypothesis' simplest one) is not run: see EXAMPLES
         for u in sorted(private):
             self.set_privacy(u, True)
         for a, b in pairs:

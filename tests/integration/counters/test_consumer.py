@@ -154,7 +154,8 @@ async def assert_counts_exact(stub: pb_grpc.SocialGraphServiceStub, settings: Se
     async def cache_wrong() -> dict[int, tuple[object, tuple[int, int]]]:
         return wrong(await cached_counts(settings, users))
 
-    await eventually(table_wrong, lambda diff: not diff, timeout=30)
+    # Every 0.2 s (a stream poll): each probe reads every user's counters, and the wait covers a consumer's start.
+    await eventually(table_wrong, lambda diff: not diff, timeout=30, interval=0.2)
     # The consumer itself puts the absolute values into Redis (before any GetCounts could fill them).
     await eventually(cache_wrong, lambda diff: not diff, timeout=10)
     assert wrong(await service_counts(stub, users)) == {}
@@ -257,8 +258,11 @@ async def test_consumer_cancelled_at_random_moments_counts_every_edge_exactly_on
     rng = random.Random(20240611)
     graph = Graph()
     stop_writes = asyncio.Event()
-    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=15)  # a backlog: the first batch is big
-    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=200))
+    # A backlog of 90 follows (seeded: the same stream records as Follow, at a fraction of the cost):
+    # the first batch is big.
+    await seed_all(settings, graph, random_pairs(rng, 150, 90))
+    # Two writers go on through every kill (6 only made more of the same writes); 200 each outlast them.
+    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, workers=2, max_ops_per_worker=200))
     kills = 0
     try:
         while kills < KILLS and not writer.done():
@@ -344,8 +348,11 @@ async def test_consumer_process_killed_during_a_burst_counts_every_edge_exactly_
     graph = Graph()
     log_path = tmp_path / "counters.log"
     stop_writes = asyncio.Event()
-    await burst(stub, graph, rng, stop_writes, max_ops_per_worker=15)
-    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, max_ops_per_worker=200))
+    # A backlog of 90 follows (seeded: the same stream records as Follow, at a fraction of the cost):
+    # the first batch is big.
+    await seed_all(settings, graph, random_pairs(rng, 150, 90))
+    # A writer goes on through both signals (6 only made more of the same writes); 200 writes outlast them.
+    writer = asyncio.create_task(burst(stub, graph, rng, stop_writes, workers=1, max_ops_per_worker=200))
     outcomes: list[tuple[str, int | None]] = []
     try:
         for sig in SIGNALS:
@@ -355,8 +362,12 @@ async def test_consumer_process_killed_during_a_burst_counts_every_edge_exactly_
             process = await start_consumer_process(settings, log_path)
             try:
                 # Signal only once this incarnation has committed something, at a random moment after.
+                # Polled every 0.1 s (not 0.05): the wait covers a process start, and the kill is random anyway.
                 await eventually(
-                    lambda: checkpoints(settings), lambda now, b=before: now != b or writer.done(), timeout=30
+                    lambda: checkpoints(settings),
+                    lambda now, b=before: now != b or writer.done(),
+                    timeout=30,
+                    interval=0.1,
                 )
                 await asyncio.sleep(rng.uniform(0.0, 0.3))  # fault injection
                 process.send_signal(sig)
@@ -500,11 +511,12 @@ async def paused_redis_settings(dynamodb_local: str, tmp_path: Path) -> AsyncIte
 async def test_count_cache_is_repaired_with_absolute_values_after_a_redis_outage(
     paused_redis_settings: tuple[Settings, int],
 ) -> None:
-    """Counts committed while Redis was unreachable reach the Redis count hashes of all 300 users once it is back."""
+    """Counts committed while Redis was unreachable reach the Redis count hashes of all 120 users once it is back."""
     settings, redis_pid = paused_redis_settings
     graph = Graph()
     async with running_server(settings) as server, stub_for(server.port) as stub:
-        await seed_all(settings, graph, [(80_000 + i, 90_000 + i) for i in range(150)])
+        # 60 follows of 120 distinct users: two chunks (at most 90 users each), each repaired once Redis is back.
+        await seed_all(settings, graph, [(80_000 + i, 90_000 + i) for i in range(60)])
         users = sorted(graph.users)
         assert set((await service_counts(stub, users)).values()) == {(0, 0)}  # cached, before counting
         os.kill(redis_pid, signal.SIGSTOP)
