@@ -20,12 +20,13 @@ import argparse
 import fcntl
 import filecmp
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from socialgraph_devstack.install import tools_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
@@ -40,16 +41,16 @@ def _stamp() -> str:
 
 def _tool_dir() -> Path:
     """The tool virtualenv's folder: once a machine, for every checkout, named by the requirements'
-    hash (``${XDG_CACHE_HOME:-~/.cache}/socialgraph/tools/protoc-HASH``, beside the test tools)."""
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(cache) if cache else Path.home() / ".cache") / "socialgraph" / "tools" / f"protoc-{_stamp()[:16]}"
+    hash, beside the test tools (``socialgraph_devstack.install.tools_cache()``)."""
+    return tools_cache() / f"protoc-{_stamp()[:16]}"
 
 
 def _installed() -> Path | None:
     """The tool virtualenv's python if it was installed from the current requirements file."""
-    python = _tool_dir() / "venv" / "bin" / "python"
+    tool_dir = _tool_dir()
+    python = tool_dir / "venv" / "bin" / "python"
     try:
-        stamped = (_tool_dir() / "installed").read_text("utf-8").strip()
+        stamped = (tool_dir / "installed").read_text("utf-8").strip()
     except OSError:
         return None
     return python if stamped == _stamp() and python.exists() else None

