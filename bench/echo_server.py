@@ -3,9 +3,10 @@
 No interceptors, no logging, no cache, no store: what the service's RPCs would cost if the
 service did nothing.
 
-Run: python -m bench.echo_server PORT [REDIS_URL]. Given a Redis URL, ``IsFollowing`` first waits
-for the near cache's read fence (``graph_service/cache/near_cache.py``) on that Redis, and does
-nothing else: the least a read answered from a process's memory costs while SPEC §3 holds across
+Run: python -m bench.echo_server PORT [REDIS_URL [cluster]]. Given a Redis URL (a seed node of a
+Redis Cluster with ``cluster``), ``IsFollowing`` first waits for the near cache's read fence
+(``graph_service/cache/near_cache.py``) for the request's follow-state key, and does nothing else:
+the least a read answered from a process's memory costs while SPEC §3 holds across
 replicas (no replica answers the old state after a write returned anywhere).
 """
 
@@ -21,6 +22,7 @@ from socialgraph.v1 import social_graph_pb2_grpc as pb_grpc
 from socialgraph.v1 import timeline_pb2 as tpb
 from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
+from graph_service.cache import keys
 from graph_service.cache.near_cache import NearCache
 
 
@@ -30,7 +32,9 @@ class EchoServicer(pb_grpc.SocialGraphServiceServicer):
         self._near = near
 
     async def IsFollowing(self, request: pb.IsFollowingRequest, context: Any) -> pb.IsFollowingResponse:
-        if self._near is not None and not await self._near.fence():
+        if self._near is not None and not await self._near.fence(
+            (keys.follow_state(request.follower_id, request.followee_id),)
+        ):
             raise RuntimeError("the near cache's connection is not tracking")
         return pb.IsFollowingResponse(following=True)
 
@@ -52,13 +56,13 @@ class TimelineEcho(tpb_grpc.TimelineServiceServicer):
         return self._page
 
 
-async def main(port: int, redis_url: str | None = None) -> None:
+async def main(port: int, redis_url: str | None = None, *, cluster: bool = False) -> None:
     entries = [pb.FollowEntry(user_id=1000 + i) for i in range(50)]
     for entry in entries:
         entry.followed_at.FromMicroseconds(1_760_000_000_000_000 + entry.user_id)
     near = None
     if redis_url:
-        near = NearCache(redis_url, max_entries=0)
+        near = NearCache(redis_url, cluster=cluster, max_entries=0)
         near.start()
         deadline = asyncio.get_running_loop().time() + 30
         while not near.usable:  # polled with a deadline: tracking before the port opens
@@ -75,4 +79,6 @@ async def main(port: int, redis_url: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None))
+    asyncio.run(
+        main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None, cluster=sys.argv[3:4] == ["cluster"])
+    )

@@ -171,7 +171,7 @@ class CacheCalls:
             near.count(kind, False)
             return None
         # Looked at again after the fence: an invalidation it flushed out has dropped the key.
-        values = [near.get(key, part) for key in near_keys] if await near.fence() and self.trusted else []
+        values = [near.get(key, part) for key in near_keys] if await near.fence(near_keys) and self.trusted else []
         hit = bool(values) and all(value is not None for value in values)
         near.count(kind, hit)
         return values if hit else None

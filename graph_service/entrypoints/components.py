@@ -31,14 +31,15 @@ __all__ = [
 
 
 def build_near_cache(settings: Settings, metrics: NearCacheMetrics) -> NearCache | None:
-    """The serving process's near cache, for ``build_graph_cache``; None without Redis, with Redis
-    Cluster or with ``SG_NEAR_CACHE_ENTRIES=0``. Its invalidation connection opens at the first
+    """The serving process's near cache, for ``build_graph_cache``; None without Redis or with
+    ``SG_NEAR_CACHE_ENTRIES=0``. Its invalidation connection opens at the first
     ``start()``. (Its own function: the other processes never read its settings, and their
     ``--help`` does not list them.)"""
-    if not settings.redis_url or settings.near_cache_entries < 1 or settings.redis_cluster:
+    if not settings.redis_url or settings.near_cache_entries < 1:
         return None
     return NearCache(
         settings.redis_url,
+        cluster=settings.redis_cluster,
         max_entries=settings.near_cache_entries,
         timeout_seconds=settings.redis_timeout_seconds,  # a fence unanswered this long: the link is lost
         metrics=metrics,

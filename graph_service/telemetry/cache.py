@@ -86,6 +86,14 @@ class NearCacheMetrics:
             "Reads that waited on a fence (shared by reads at once).",
             registry=registry,
         )
+        dropped = Counter(
+            "socialgraph_near_cache_dropped",
+            "Times the near cache emptied and stopped serving until it tracked again, by reason: a link "
+            "lost (closed, failed, hung), or a slot that moved (Redis Cluster).",
+            ["reason"],
+            registry=registry,
+        )
+        self.dropped = {reason: dropped.labels(reason) for reason in ("lost", "moved")}
         self._entries = Gauge("socialgraph_near_cache_entries", "Keys held in the near cache.", registry=registry)
         self._usable = Gauge(
             "socialgraph_near_cache_usable",

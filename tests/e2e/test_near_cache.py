@@ -49,7 +49,7 @@ async def two_servers(settings: Settings, tmp_path: Path) -> AsyncIterator[tuple
         yield writer, reader
 
 
-async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int:
+async def interleave(writer: Child, reader: Child, first_user: int = 100, pairs: int = PAIRS) -> int:
     """Per pair: read through ``reader`` (its near cache fills), write through ``writer`` (a follow and
     the followee's mute of the follower, or their undoing), then read again through ``reader`` at
     once, several times; every read after the writes must see them."""
@@ -109,7 +109,7 @@ async def interleave(writer: Child, reader: Child, first_user: int = 100) -> int
                 seen += 3
             return seen
 
-        for count in await asyncio.gather(*(pair(i) for i in range(PAIRS))):
+        for count in await asyncio.gather(*(pair(i) for i in range(pairs))):
             checked += count
     return checked
 

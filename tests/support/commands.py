@@ -25,6 +25,7 @@ def command_environment(settings: Settings, **extra: str) -> dict[str, str]:
         "SG_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint,
         "SG_TABLE_PREFIX": settings.table_prefix,
         "SG_REDIS_URL": settings.redis_url,
+        "SG_REDIS_CLUSTER": "true" if settings.redis_cluster else "false",
         "SG_LEASE_SECONDS": str(settings.lease_seconds),
         "SG_LOG_LEVEL": "warning",
         **extra,

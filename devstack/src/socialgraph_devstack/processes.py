@@ -441,9 +441,10 @@ def _cluster_bus_port(taken: set[int]) -> list[str]:
     return ["--cluster-port", str(port)]
 
 
-def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> ManagedProcess:
-    """A Redis Cluster of ``len(ports)`` masters, no replicas; the first node carries the rest.
-    If it cannot be formed, the nodes already started are stopped before the error is raised."""
+def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path, *, replicas: int = 0) -> ManagedProcess:
+    """A Redis Cluster of ``len(ports)`` nodes, ``replicas`` replicas per master (so
+    ``len(ports) / (1 + replicas)`` masters); the first node carries the rest. If it cannot be
+    formed, the nodes already started are stopped before the error is raised."""
     nodes: list[ManagedProcess] = []
     taken = set(ports)
     try:
@@ -466,7 +467,7 @@ def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> Mana
             )
         for node in nodes:
             node.wait_ready()
-        _form_cluster(ports)
+        _form_cluster(ports, replicas)
     except BaseException:
         for node in nodes:
             node.stop()
@@ -476,7 +477,7 @@ def start_redis_cluster(ports: list[int], log_dir: Path, data_dir: Path) -> Mana
     return first
 
 
-def _form_cluster(ports: list[int]) -> None:
+def _form_cluster(ports: list[int], replicas: int) -> None:
     """Assign the slots over the started nodes and wait for ``cluster_state:ok``."""
     cli = shutil.which("redis-cli") or "redis-cli"
     subprocess.run(
@@ -486,7 +487,7 @@ def _form_cluster(ports: list[int]) -> None:
             "create",
             *(f"127.0.0.1:{p}" for p in ports),
             "--cluster-replicas",
-            "0",
+            str(replicas),
             "--cluster-yes",
         ],
         check=True,

@@ -3,6 +3,7 @@ a fill that raced a change is not kept, and a lost connection empties it until i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +12,7 @@ import redis.asyncio as aioredis
 
 from graph_service.cache.keys import TRUST_GENERATION
 from graph_service.cache.near_cache import CONNECTION_NAME, NearCache
+from graph_service.cache.tracking_link import command
 from tests.support.polling import eventually
 
 
@@ -102,15 +104,14 @@ async def test_a_reply_that_is_not_a_fence_s_drops_the_connection_and_empties_it
     reply) must not answer a fence: the near cache starts over, empty."""
     key = "sg:{4}:fs:5"
     near.put(key, "1", near.stamp(key))
-    connection = near._connection  # the test plays a parser that hands a push back as a reply
-    assert connection is not None
-    await connection.send_command("ECHO", "not a fence")
-
-    async def dropped() -> bool:
-        return near._connection is not connection and near.get(key) is None
-
-    await eventually(dropped, bool, timeout=10)
+    link = near._link
+    assert link is not None
+    assert link._transport is not None
+    link._transport.write(command("ECHO", "not a fence"))
+    await asyncio.wait_for(link.closed, 10)
+    assert near.get(key) is None
     await eventually(lambda: _usable(near), bool, timeout=10)
+    assert near._link is not link
     assert await near.fence()
 
 
@@ -132,37 +133,31 @@ async def _usable(near: NearCache) -> bool:
 
 
 async def test_a_fence_that_cannot_be_written_sends_the_read_to_redis_and_it_starts_over(near: NearCache) -> None:
-    """The fence's ``PING`` goes straight onto the connection's socket buffer. A write refused there
-    answers that read (and every other waiting) with "do not trust me", empties the near cache and
-    reconnects."""
+    """The fence goes straight onto the connection's transport. A write refused there answers that
+    read (and every other waiting) with "do not trust me", empties the near cache and reconnects."""
     key = "sg:{5}:fs:6"
     near.put(key, "1", near.stamp(key))
-    connection = near._connection
-    assert connection is not None
-
-    real_writer = connection._writer
-    assert real_writer is not None
-    closing = real_writer
+    link = near._link
+    assert link is not None
+    assert link._transport is not None
+    real = link._transport
 
     class Refusing:
+        def is_closing(self) -> bool:
+            return False
+
         def write(self, data: bytes) -> None:
             raise ConnectionResetError("the transport is gone")
 
-        def close(self) -> None:
-            closing.close()
+        def abort(self) -> None:
+            real.abort()
 
-        async def wait_closed(self) -> None:
-            await closing.wait_closed()
-
-    connection._writer = Refusing()  # type: ignore[assignment]  # the one write the test refuses
-    try:
-        assert await near.fence() is False
-    finally:
-        connection._writer = real_writer
+    link._transport = Refusing()  # type: ignore[assignment]  # the one write the test refuses
+    assert await near.fence() is False
     assert near.get(key) is None
 
     async def reconnected() -> bool:
-        return near.usable and near._connection is not connection
+        return near.usable and near._link is not link
 
     await eventually(reconnected, bool, timeout=10)
     assert await near.fence() is True
