@@ -11,6 +11,7 @@ Rules do not live here: an adapter stores and fetches; the service layer decides
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from graph_service.domain.fences import CounterUpdate, Fence
@@ -55,6 +56,7 @@ __all__ = [
     "RelationshipReads",
     "SuggestionCache",
     "TimelineReads",
+    "TimelineWindow",
     "TimelineWrites",
     "TweetAuthors",
 ]
@@ -432,8 +434,49 @@ class TimelineWrites(Protocol):
     async def is_celebrity(self, author_id: int) -> bool: ...
 
 
+@dataclass(frozen=True, slots=True)
+class TimelineWindow:
+    """A window of a home timeline and what merging and filtering it needs (``TimelineReads.window``).
+
+    Its range runs from ``older_than`` (excluded) down to ``floor`` (included): the tweets a reader
+    merges into this window. The next window starts below ``floor``, so a walk over the windows
+    meets every tweet of the pulled authors once."""
+
+    entries: list[int]
+    """The pushed entries, newest first: the first ``limit`` older than ``older_than``."""
+    pulled: dict[int, list[int]]
+    """Each asked author's recent tweets in the window's range, newest first."""
+    authors: dict[int, int] | None
+    """The cached authors of the entries (an entry not here has none cached), or None when they were
+    not read (ask ``authors``)."""
+    older_than: int | None
+    """The cursor the window was read after (None: from the newest)."""
+    floor: int | None
+    """The window's oldest entry if it holds ``limit`` entries; None if fewer: the timeline's end, and
+    every older tweet is in the range."""
+
+    def cut(self, newest_first: Sequence[int]) -> list[int]:
+        """The IDs of a newest-first list that are in the window's range."""
+        above, floor = self.older_than, self.floor
+        kept = []
+        for tweet_id in newest_first:
+            if floor is not None and tweet_id < floor:
+                break
+            if above is None or tweet_id < above:
+                kept.append(tweet_id)
+        return kept
+
+
 class TimelineReads(Protocol):
     """What the home-timeline read path reads."""
+
+    async def window(
+        self, user_id: int, limit: int, *, older_than: int | None, pulled: Sequence[int]
+    ) -> TimelineWindow:
+        """A window of ``limit`` (> 0) entries of the home timeline after ``older_than`` (from the
+        newest if None), with the recent tweets of the ``pulled`` authors in its range and, where the
+        store can read them in the same step, its entries' cached authors."""
+        ...
 
     async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
         """The pushed timeline, newest first: its first ``limit`` entries (all if None or 0) older

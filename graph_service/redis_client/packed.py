@@ -8,9 +8,10 @@
 - ``evalsha_calls``: a few calls of one script with keys and arguments of their own (a follow's
   write-through in both users' slots), in one write instead of one round trip each.
 
-Every reply is read under one timeout for the whole write. Single node only: on Redis Cluster the keys
-live on several nodes, and the callers keep redis-py's cluster client there (which routes, and
-follows MOVED and ASK).
+Every reply is read under one timeout for the whole write. Single node only: on Redis Cluster the
+keys live on several nodes. There a fanout batch is packed per node with ``pack`` and
+``BATCH_TIMEOUT_FACTOR`` from here (``cluster_packed.py``, which routes by slot and follows MOVED
+and ASK); a follow's write-through calls its script in each slot through redis-py's cluster client.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from graph_service.redis_client.observed import observe
 
-__all__ = ["evalsha_calls", "evalsha_each_key", "script_calls"]
+__all__ = ["BATCH_TIMEOUT_FACTOR", "evalsha_calls", "evalsha_each_key", "pack", "script_calls"]
 
 BATCH_TIMEOUT_FACTOR = 4
 """A fanout batch may take this many socket timeouts (it is many commands)."""

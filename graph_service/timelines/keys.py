@@ -3,7 +3,15 @@ the same Cluster slot as that user's graph cache entries."""
 
 from __future__ import annotations
 
-__all__ = ["CELEBRITIES", "home", "new_followers", "recent", "tweet_author"]
+__all__ = [
+    "CELEBRITIES",
+    "TWEET_AUTHOR_PREFIX",
+    "TWEET_AUTHOR_SUFFIX",
+    "home",
+    "new_followers",
+    "recent",
+    "tweet_author",
+]
 
 CELEBRITIES = "celebrities"
 """Sorted set: accounts whose tweets are pulled at read time (score: follower count when seen)."""
@@ -25,6 +33,12 @@ def new_followers(author_id: int) -> str:
     return f"new_followers:{{{author_id}}}"
 
 
+TWEET_AUTHOR_PREFIX = "tweet_author:{"
+TWEET_AUTHOR_SUFFIX = "}"
+"""A tweet's author key is the tweet ID between these two: the home timeline's window script
+(``scripts.HOME_WINDOW``) builds the keys of its entries' authors from them."""
+
+
 def tweet_author(tweet_id: int) -> str:
     """The author of a tweet (a cache of the tweets table, with a TTL)."""
-    return f"tweet_author:{{{tweet_id}}}"
+    return f"{TWEET_AUTHOR_PREFIX}{tweet_id}{TWEET_AUTHOR_SUFFIX}"

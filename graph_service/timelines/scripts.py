@@ -1,4 +1,6 @@
-"""Lua scripts on one timeline list (one key, so one Cluster slot), atomic per list.
+"""Lua scripts on the timelines, each atomic. All but ``HOME_WINDOW`` touch the keys of one slot
+(one list, or one author's two keys), so they run on a Redis Cluster as well; ``HOME_WINDOW`` reads
+keys of many slots and is for a single node only.
 
 Tweet IDs are compared as decimal strings (longer is larger, then lexicographic): Lua numbers
 are doubles and cannot tell two 64-bit IDs apart.
@@ -6,7 +8,7 @@ are doubles and cannot tell two 64-bit IDs apart.
 
 from __future__ import annotations
 
-__all__ = ["MERGE_IDS", "NOTE_FOLLOW", "OLDER_THAN", "RECORD_TWEET", "REMOVE_IDS"]
+__all__ = ["HOME_WINDOW", "MERGE_IDS", "NOTE_FOLLOW", "OLDER_THAN", "RECORD_TWEET", "REMOVE_IDS"]
 
 # Whether tweet ID a is newer (larger) than b, both decimal strings.
 _NEWER = """
@@ -102,22 +104,86 @@ end
 return removed
 """
 
-# The entries of a newest-first list older than a tweet ID, up to a limit: the page after a cursor,
-# found by a binary search over the sorted list, so the cursor need not be in it any more.
+# The index of the first entry of a newest-first list older than a tweet ID (the list's length if
+# none is): a binary search over the sorted list, so the cursor need not be in it any more.
+_FIRST_OLDER = """
+local function first_older(key, cursor)
+  local lo, hi = 0, redis.call('LLEN', key)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local entry = redis.call('LINDEX', key, mid)
+    if entry == cursor or newer(entry, cursor) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+"""
+
+# The entries of a newest-first list older than a tweet ID, up to a limit: the page after a cursor.
 # KEYS[1]: the list. ARGV[1]: the cursor's tweet ID. ARGV[2]: the most entries returned (0: all).
 OLDER_THAN = (
     _NEWER
+    + _FIRST_OLDER
     + """
-local key = KEYS[1]
-local cursor = ARGV[1]
+local lo = first_older(KEYS[1], ARGV[1])
 local limit = tonumber(ARGV[2])
-local lo, hi = 0, redis.call('LLEN', key)
-while lo < hi do
-  local mid = math.floor((lo + hi) / 2)
-  local entry = redis.call('LINDEX', key, mid)
-  if entry == cursor or newer(entry, cursor) then lo = mid + 1 else hi = mid end
+if limit > 0 then return redis.call('LRANGE', KEYS[1], lo, lo + limit - 1) end
+return redis.call('LRANGE', KEYS[1], lo, -1)
+"""
+)
+
+# A window of a home timeline with what its read needs from the timelines' Redis, in one step:
+# the home timeline's first ``limit`` entries older than the cursor (from the newest without one);
+# the cached author of each of them (a tweet_author key, or false); and, for each author list
+# named, the author's recent tweets in the window's range: older than the cursor, and no older than
+# the window's oldest entry unless the window holds fewer than ``limit`` entries (then it is the
+# timeline's end, and every older tweet belongs to it). That range is what the reader merges into
+# the window, so nothing else crosses the wire.
+#
+# Single node only: its keys are in many slots (a user's, each author's, each tweet's), and the
+# authors' keys are built here from the entries, so they cannot be declared in KEYS; a standalone
+# server allows both. A Redis Cluster reads the same with several commands (``TimelineStore.window``).
+# Read-only: safe to run again, and in any order with the writes.
+#
+# KEYS[1]: the home timeline. KEYS[2..]: authors' recent-tweet lists. ARGV[1]: limit (> 0).
+# ARGV[2]: the cursor's tweet ID, or "" for the newest. ARGV[3], ARGV[4]: what goes before and after
+# a tweet ID in its author's key. Returns {entries, authors, recent of KEYS[2], recent of KEYS[3], ...}.
+HOME_WINDOW = (
+    _NEWER
+    + _FIRST_OLDER
+    + """
+local limit = tonumber(ARGV[1])
+local cursor = ARGV[2] ~= '' and ARGV[2] or nil
+local start = cursor and first_older(KEYS[1], cursor) or 0
+local entries = redis.call('LRANGE', KEYS[1], start, start + limit - 1)
+local floor = #entries == limit and entries[#entries] or nil
+local authors = {}
+for first = 1, #entries, 512 do  -- MGET in parts: unpack's stack is bounded
+  local last = math.min(first + 511, #entries)
+  local author_keys = {}
+  for i = first, last do author_keys[#author_keys + 1] = ARGV[3] .. entries[i] .. ARGV[4] end
+  local part = redis.call('MGET', unpack(author_keys))
+  for i = 1, #author_keys do authors[first + i - 1] = part[i] end
 end
-if limit > 0 then return redis.call('LRANGE', key, lo, lo + limit - 1) end
-return redis.call('LRANGE', key, lo, -1)
+local result = {entries, authors}
+for k = 2, #KEYS do
+  local key = KEYS[k]
+  local from = cursor and first_older(key, cursor) or 0
+  local found, step, more = {}, 16, true
+  while more do
+    local part = redis.call('LRANGE', key, from, from + step - 1)
+    more = #part == step
+    for i = 1, #part do
+      if floor and newer(floor, part[i]) then
+        more = false
+        break
+      end
+      found[#found + 1] = part[i]
+    end
+    from = from + step
+    step = step * 2
+  end
+  result[k + 1] = found
+end
+return result
 """
 )

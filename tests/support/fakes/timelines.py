@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from graph_service.domain.ports import TimelineWindow
+
 __all__ = ["FakeTimelines", "merge_ids"]
 
 
@@ -51,7 +53,10 @@ class FakeTimelines:
         self.tweet_authors: dict[int, int] = {}
         self.celebrity_scores: dict[int, int] = {}
         self.home_entries_read = 0
-        """How many home-timeline entries ``home`` has returned, over all calls."""
+        """How many home-timeline entries ``home`` and ``window`` have returned, over all calls."""
+        self.window_reads_authors = True
+        """``window`` brings the entries' cached authors, as the Redis store does on a single node;
+        False: it leaves them out, as on a Redis Cluster."""
 
     # -- TimelineWrites -------------------------------------------------------------------
 
@@ -109,6 +114,15 @@ class FakeTimelines:
         return author_id in self.celebrity_scores
 
     # -- TimelineReads --------------------------------------------------------------------
+
+    async def window(
+        self, user_id: int, limit: int, *, older_than: int | None, pulled: Sequence[int]
+    ) -> TimelineWindow:
+        entries = await self.home(user_id, limit, older_than=older_than)
+        authors = await self.authors(entries) if self.window_reads_authors else None
+        window = TimelineWindow(entries, {}, authors, older_than, entries[-1] if len(entries) == limit else None)
+        window.pulled.update((a, window.cut(ids)) for a, ids in (await self.recent_of_many(pulled)).items())
+        return window
 
     async def home(self, user_id: int, limit: int | None = None, *, older_than: int | None = None) -> list[int]:
         entries = [t for t in self.homes.get(user_id, []) if older_than is None or t < older_than]

@@ -1,8 +1,9 @@
-"""The per-process memo of tweet authors: what was remembered is known, bounded, oldest out first."""
+"""The per-process memos of the home-timeline read: tweet authors and reader notes are known once
+remembered, bounded, the oldest (or longest unread) out first."""
 
 from __future__ import annotations
 
-from graph_service.rules.author_memo import AuthorMemo
+from graph_service.rules.author_memo import AuthorMemo, ReaderMemo
 
 
 def test_remembered_authors_are_known_and_others_are_not() -> None:
@@ -25,3 +26,20 @@ def test_a_memo_of_size_zero_keeps_nothing() -> None:
     memo = AuthorMemo(0)
     memo.remember({1: 10})
     assert (len(memo), memo.known([1])) == (0, {})
+
+
+def test_reader_notes_are_kept_per_reader_and_the_longest_unread_go_first() -> None:
+    memo = ReaderMemo(2)
+    memo.notes(1).authors = frozenset({5})
+    memo.notes(2).celebrities = frozenset({9})
+    assert memo.notes(1).authors == {5}  # read: 2 is now the longest unread
+    memo.notes(3).token = (7, "t")
+    assert len(memo) == 2
+    assert (memo.notes(1).authors, memo.notes(3).token) == (frozenset({5}), (7, "t"))
+    assert memo.notes(2).celebrities == frozenset()  # forgotten: empty notes again
+
+
+def test_a_reader_memo_of_size_zero_keeps_no_notes() -> None:
+    memo = ReaderMemo(0)
+    memo.notes(1).authors = frozenset({5})
+    assert (len(memo), memo.notes(1).authors) == (0, frozenset())
