@@ -123,7 +123,7 @@ def main() -> None:
         try:
             for name, command in SERVICES.items():
                 port = free_port()
-                env = {**stack.env, "SG_GRPC_ADDRESS": f"127.0.0.1:{port}", "SG_METRICS_ADDRESS": "127.0.0.1:0"}
+                env = {**stack.env, "SG_GRPC_ADDRESS": f"127.0.0.1:{port}"}  # start_process gives it a metrics port
                 processes[name] = start_process(command, env, Path(tmp) / f"{name}.log")
                 wait_port(port)
                 targets[name] = f"127.0.0.1:{port}"

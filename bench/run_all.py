@@ -3,9 +3,12 @@
 Run: bench/run_all [--quick] [--json PATH]
 
 Installs h2load (``nghttp2-client``) and redis-benchmark (``redis-tools``) with apt-get if they are
-missing. Each benchmark runs as its own process with its own private stack, prints its JSON, and
-gives rows of (figure, service, baseline, ratio, target, pass); the table is printed and written
-as JSON (default ``.local/bench/run_all.json``).
+missing. Each benchmark runs as its own process with its own private stack on free ports (so a
+running ``socialgraph up`` is no obstacle), prints its JSON, and gives rows of (figure, service,
+baseline, ratio, target, pass). The cached reads, their floor, the home timeline,
+``GetRelationships`` and ``Follow`` run twice, on a single Redis and then on a 3-master Redis
+Cluster (rows marked "(cluster)"); the fanout benchmark measures its cluster figure itself. The
+table is printed and written as JSON (default ``.local/bench/run_all.json``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +41,32 @@ class Row:
 Extract = Callable[[dict[str, Any]], list[Row]]
 
 
+CLUSTER = "--cluster"
+"""The flag of the benchmarks that also run on a 3-master Redis Cluster."""
+
+
 def at_least(ratio: float, target: float) -> bool:
     return ratio >= target
 
 
-def cached_h2load(report: dict[str, Any]) -> list[Row]:
+def reads_against_floor(report: dict[str, Any], how: str) -> list[Row]:
+    """Each cached read against its floor (SPEC §8: at least 0.9), its ratio to the plain echo
+    shown beside it; then the floor itself against the echo (at least 0.9)."""
     rows = [
-        Row(f"cached {name} (h2load)", f"{r['service_rps']} rps", f"echo {r['echo_rps']} rps", r["ratio"], ">= 0.8",
-            at_least(r["ratio"], 0.8))
+        Row(f"cached {name} ({how})", f"{r['service_rps']} rps ({r['ratio_to_echo']:.2f} x echo)",
+            f"floor {r['floor_rps']} rps", r["ratio"], ">= 0.9", at_least(r["ratio"], 0.9))
         for name, r in report["results"].items()
     ]  # fmt: skip
     fenced = report["echo_with_fence"]
     rows.append(
-        Row("floor: echo IsFollowing after a near-cache read fence (h2load)", f"{fenced['fenced_echo_rps']} rps",
-            f"echo {fenced['echo_rps']} rps", fenced["ratio"], "reported", None)
+        Row(f"floor: echo IsFollowing after a near-cache read fence ({how})", f"{fenced['fenced_echo_rps']} rps",
+            f"echo {fenced['echo_rps']} rps", fenced["ratio"], ">= 0.9", at_least(fenced["ratio"], 0.9))
     )  # fmt: skip
+    return rows
+
+
+def cached_h2load(report: dict[str, Any]) -> list[Row]:
+    rows = reads_against_floor(report, "h2load")
     for n, r in report["serve_processes"].items():
         rows.append(
             Row(f"IsFollowing, SG_SERVE_PROCESSES={n} (h2load)", f"{r['is_following_rps']} rps", f"{n} x one process",
@@ -62,11 +76,7 @@ def cached_h2load(report: dict[str, Any]) -> list[Row]:
 
 
 def cached_python(report: dict[str, Any]) -> list[Row]:
-    return [
-        Row(f"cached {name} (Python client)", f"{r['service_rps']} rps", f"echo {r['echo_rps']} rps", r["ratio"],
-            ">= 0.8", at_least(r["ratio"], 0.8))
-        for name, r in report["results"].items()
-    ]  # fmt: skip
+    return reads_against_floor(report, "Python client")
 
 
 def relationships(report: dict[str, Any]) -> list[Row]:
@@ -78,33 +88,60 @@ def relationships(report: dict[str, Any]) -> list[Row]:
 
 
 def follow_latency(report: dict[str, Any]) -> list[Row]:
-    ratio, floor = report["p50_ratio"], report["floor"]
+    """``Follow`` p50 against its floor (SPEC §8: within 1.05x); the floor against the bare write."""
+    ratio, floor, bare = report["p50_to_floor"], report["floor"], report["bare_transact_write_items"]
     return [
-        Row("Follow p50", f"{report['follow']['p50_ms']} ms",
-            f"TransactWriteItems {report['bare_transact_write_items']['p50_ms']} ms", ratio, "<= 1.2", ratio <= 1.2),
+        Row("Follow p50", f"{report['follow']['p50_ms']} ms ({report['p50_ratio']:.2f} x the bare write)",
+            f"floor {floor['p50_ms']} ms", ratio, "<= 1.05", ratio <= 1.05),
         Row("Follow p50 floor: the write + a gRPC round trip + a thread hop + 2 Redis round trips",
-            f"{floor['p50_ms']} ms", f"TransactWriteItems {report['bare_transact_write_items']['p50_ms']} ms",
-            report["floor_ratio"], "reported", None),
+            f"{floor['p50_ms']} ms", f"TransactWriteItems {bare['p50_ms']} ms", report["floor_ratio"], "reported",
+            None),
     ]  # fmt: skip
 
 
 def fanout(report: dict[str, Any]) -> list[Row]:
+    """The fanout against redis-benchmark, and (when ``bench/fanout.py`` measured it) on a 3-master
+    Redis Cluster against the single node (SPEC §8: at least 0.5 each)."""
     ratio = report["ratio_vs_redis_benchmark"]
-    return [
+    rows = [
         Row(f"fanout of {report['followers']:,} entries", f"{report['service_entries_per_s']}/s",
             f"redis-benchmark {report['baseline_redis_benchmark_entries_per_s']}/s", ratio, ">= 0.5",
             at_least(ratio, 0.5)),
         Row("fanout vs Python pipelined LPUSH", f"{report['service_entries_per_s']}/s",
             f"{report['baseline_bare_lpush_entries_per_s']}/s", report["ratio"], "reported", None),
     ]  # fmt: skip
+    cluster = report.get("cluster")
+    if isinstance(cluster, dict):
+        ratio = cluster["ratio_to_single_node"]
+        rows.append(
+            Row(f"fanout of {report['followers']:,} entries (cluster)", f"{cluster['entries_per_s']}/s",
+                f"single node {report['service_entries_per_s']}/s", ratio, ">= 0.5", at_least(ratio, 0.5))
+        )  # fmt: skip
+    return rows
 
 
 def home_timeline(report: dict[str, Any]) -> list[Row]:
     return [
         Row(f"home timeline first page of 20, {report['following']} followed ({how})", f"{r['service_rps']} rps",
-            f"echo {r['echo_rps']} rps", r["ratio"], ">= 0.8", at_least(r["ratio"], 0.8))
+            f"echo {r['echo_rps']} rps", r["ratio"], ">= 0.6", at_least(r["ratio"], 0.6))
         for how, r in report["results"].items()
     ]  # fmt: skip
+
+
+def on_cluster(extract: Extract) -> Extract:
+    """``extract``, its figures marked as measured on the Redis Cluster."""
+
+    def marked(report: dict[str, Any]) -> list[Row]:
+        return [replace(row, figure=f"{row.figure} (cluster)") for row in extract(report)]
+
+    return marked
+
+
+def single_and_cluster(
+    module: str, args: list[str], extract: Extract, cluster_args: tuple[str, ...] = ()
+) -> list[tuple[str, list[str], Extract]]:
+    """``module`` on a single Redis, then on the cluster (with ``cluster_args`` besides)."""
+    return [(module, args, extract), (module, [*args, CLUSTER, *cluster_args], on_cluster(extract))]
 
 
 def import_edges(report: dict[str, Any]) -> list[Row]:
@@ -151,14 +188,15 @@ def fanout_workers(report: dict[str, Any]) -> list[Row]:
 def benchmarks(quick: bool) -> list[tuple[str, list[str], Extract]]:
     seconds = "2" if quick else "4"
     return [
-        ("cached_reads_h2load", ["--seconds", seconds], cached_h2load),
-        ("cached_reads", ["--seconds", seconds], cached_python),
-        ("relationships", ["--seconds", seconds], relationships),
-        ("follow_latency", ["--count", "150" if quick else "400"], follow_latency),
+        # The serving processes' scaling is a figure of its own, measured once (on the single Redis).
+        *single_and_cluster("cached_reads_h2load", ["--seconds", seconds], cached_h2load, ("--processes", "")),
+        *single_and_cluster("cached_reads", ["--seconds", seconds], cached_python),
+        *single_and_cluster("relationships", ["--seconds", seconds], relationships),
+        *single_and_cluster("follow_latency", ["--count", "150" if quick else "400"], follow_latency),
         ("fanout", ["--followers", "200000" if quick else "1000000", "--rounds", "1"], fanout),
         ("fanout_workers", ["--authors", "20", "--followers", "1000", "--tweets", "200"] if quick else [],
          fanout_workers),
-        ("home_timeline", ["--seconds", seconds], home_timeline),
+        *single_and_cluster("home_timeline", ["--seconds", seconds], home_timeline),
         ("import_edges", ["--rows", "2000" if quick else "6000"], import_edges),
         ("counts_convergence", ["--followers", "30", "--followees", "30", "--bursts", "2"] if quick else [],
          counts_convergence),
@@ -212,11 +250,12 @@ def main() -> None:
     started = time.monotonic()
     for module, bench_args, extract in benchmarks(args.quick):
         print(f"== bench.{module} {' '.join(bench_args)}", file=sys.stderr, flush=True)
+        name = f"{module} (cluster)" if CLUSTER in bench_args else module
         try:
-            reports[module] = run(module, bench_args)
-            rows.extend(extract(reports[module]))
+            reports[name] = run(module, bench_args)
+            rows.extend(extract(reports[name]))
         except (RuntimeError, ValueError, KeyError) as exc:
-            rows.append(Row(f"bench.{module}", "failed", str(exc)[-80:], None, "-", False))
+            rows.append(Row(f"bench.{name}", "failed", " ".join(str(exc).split())[-80:], None, "-", False))
     print(table(rows))
     machine = {"cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip(),
                "python": platform.python_version(), "platform": platform.platform()}  # fmt: skip

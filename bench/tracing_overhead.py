@@ -190,7 +190,7 @@ def main() -> None:
             base = {k: v for k, v in stack.env.items() if not k.startswith("OTEL_")}
             for name, otel in tracing_environments(sink_port).items():
                 port = free_port()
-                env = {**base, **otel, "SG_GRPC_ADDRESS": f"127.0.0.1:{port}", "SG_METRICS_ADDRESS": "127.0.0.1:0"}
+                env = {**base, **otel, "SG_GRPC_ADDRESS": f"127.0.0.1:{port}"}  # start_process gives it a metrics port
                 processes[name] = start_process(["-m", "graph_service", "serve"], env, Path(tmp) / f"{name}.log")
                 wait_port(port)
                 targets[name] = f"127.0.0.1:{port}"
