@@ -60,8 +60,10 @@ class Events:
 
 @contextlib.asynccontextmanager
 async def link_of(
-    *, trust: bool = True, answering: bool = False
+    *, trust: bool = True, answering: bool = False, gap: float = 0.0
 ) -> AsyncIterator[tuple[TrackingLink, Transport, Events]]:
+    """A link on a transport the test plays; fences paced ``gap`` apart (none: each goes out as
+    soon as the one before it is answered)."""
     events = Events()
 
     def moved() -> None:
@@ -77,6 +79,7 @@ async def link_of(
         seen=lambda generation: generation is not None,
         moved=moved,
         lost=lost,
+        gap=gap,
     )
     transport = Transport(link)
     transport.answering = answering
@@ -234,3 +237,19 @@ async def test_a_heartbeat_of_a_node_without_the_trust_record_is_a_ping() -> Non
         assert transport.written == [b"*1\r\n$4\r\nPING\r\n"]
         link.data_received(b"+PONG\r\n")
         assert await answer is True
+
+
+async def test_fences_are_paced_a_gap_apart_and_shared_by_the_reads_meanwhile() -> None:
+    """Idle, a read's fence goes out at once; one asked within the gap after the last fence waits
+    out the gap, and every read asking meanwhile shares it."""
+    gap = 0.05
+    async with link_of(answering=True, gap=gap) as (link, transport, _):
+        first = link.ask()
+        assert transport.fences == 1  # at once: no fence went out before
+        assert await first is True
+        started = asyncio.get_running_loop().time()
+        later = [link.ask() for _ in range(5)]
+        assert transport.fences == 1  # within the gap: waiting
+        assert await asyncio.gather(*later) == [True] * 5
+        assert asyncio.get_running_loop().time() - started >= gap * 0.9
+        assert transport.fences == 2  # one fence for the five
