@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from graph_service.api.auth import Authenticator, required_scope
 from graph_service.api.error_mapping import internal_status, to_grpc_status
 from graph_service.api.stream_metrics import aborted_code, metered_stream
+from graph_service.domain import arrival
 from graph_service.domain.errors import Code, DomainError, MalformedRequest, OpaqueError
 from graph_service.telemetry.failures import FailureLog
 from graph_service.telemetry.limits import LimitMetrics
@@ -146,6 +147,7 @@ class RequestInterceptor(_Interceptor):
         failures = self._failures
 
         async def call(request: Any, context: Any) -> Any:  # grpc-stubs lack the aio context's methods
+            arrival.mark()  # the reads of this call may share a near-cache fence written after now
             request_id = _request_id(context)
             started = time.perf_counter()
             outcome = "OK"

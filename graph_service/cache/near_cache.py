@@ -61,6 +61,7 @@ from redis.exceptions import RedisError
 
 from graph_service.cache import keys
 from graph_service.cache.tracking_link import CLUSTER_SLOTS, HEARTBEAT_TIMEOUTS, TrackingLink
+from graph_service.domain import arrival
 from graph_service.domain.retry import Backoff, pause
 from graph_service.telemetry.cache import NearCacheMetrics
 
@@ -140,18 +141,23 @@ class NearCache:
         entry[part] = value
 
     async def fence(self, read_keys: Sequence[str] = ()) -> bool:
-        """True once every invalidation Redis queued before now for ``read_keys`` has been applied
-        (and the cache may be trusted); False if that cannot be known now (then do not trust what
+        """True once every invalidation Redis queued before the read's call arrived
+        (``domain/arrival.py``; before now outside a call) for ``read_keys`` has been applied (and
+        the cache may be trusted); False if that cannot be known now (then do not trust what
         ``get`` said). On a single Redis the keys do not matter."""
         if not self._usable:
             return False
-        self._metrics.fence_waits.inc()
+        since = arrival.arrived()
         link = self._link
         if link is not None:
-            return await link.ask()
-        return await self._cluster_fence(read_keys)
+            answer = link.ask((), since)
+            if answer is None:
+                return True
+            self._metrics.fence_waits.inc()
+            return await answer
+        return await self._cluster_fence(read_keys, since)
 
-    async def _cluster_fence(self, read_keys: Sequence[str]) -> bool:
+    async def _cluster_fence(self, read_keys: Sequence[str], since: float | None) -> bool:
         owners, trust_link = self._owners, self._trust_link
         if not owners or trust_link is None:
             return False
@@ -159,12 +165,17 @@ class NearCache:
         for key in read_keys:
             slot = key_slot(key.encode())
             wanted.setdefault(owners[slot], set()).add(slot)
-        answers = [link.ask(slots) for link, slots in wanted.items()]
+        answers = [link.ask(slots, since) for link, slots in wanted.items()]
         if trust_link not in wanted:
-            answers.append(trust_link.ask())
+            answers.append(trust_link.ask((), since))
+        waited = False
         for answer in answers:
-            if not await answer:
-                return False
+            if answer is not None:
+                waited = True
+                if not await answer:
+                    return False
+        if waited:
+            self._metrics.fence_waits.inc()
         return True
 
     def count(self, kind: str, hit: bool) -> None:

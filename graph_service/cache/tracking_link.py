@@ -157,6 +157,8 @@ class TrackingLink(asyncio.Protocol):
         """Handshake commands written, their replies awaited (before any fence is sent)."""
         self._in_flight: _Fence | None = None
         self._next: _Fence | None = None
+        self._confirmed: _Fence | None = None
+        """The last fence that said yes (on this connection: a lost one keeps nothing)."""
         self._answered_at = self._loop.time()
         self._watch: asyncio.Task[None] | None = None
         self._probes: dict[int, bytes] = {}
@@ -209,11 +211,20 @@ class TrackingLink(asyncio.Protocol):
 
     # -- fences -------------------------------------------------------------------------------
 
-    def ask(self, slots: Iterable[int] = ()) -> Answer:
-        """The answer of the next fence on this node (probing ``slots``), sent at the next turn of
-        the loop unless one is in flight (then when that one returns). True: every invalidation
-        the node queued before now has been applied (and, on the trust node, the cache may be
-        trusted)."""
+    def ask(self, slots: Iterable[int] = (), since: float | None = None) -> Answer | None:
+        """The answer of a fence on this node (probing ``slots``) written after ``since`` (the
+        read's call arrived then, ``domain/arrival.py``; None: after now): True once every
+        invalidation the node queued before it has been applied (and, on the trust node, the cache
+        may be trusted). None: such a fence has said yes already, nothing to wait for. Else the
+        fence in flight, if it was written late enough and probes ``slots``; else the next one,
+        sent at once or when the one in flight returns (paced, ``FENCE_GAP_SECONDS``)."""
+        if since is not None:
+            done = self._confirmed
+            if done is not None and done.sent_at >= since and (not slots or done.slots.issuperset(slots)):
+                return None
+            flying = self._in_flight
+            if flying is not None and flying.sent_at >= since and (not slots or flying.slots.issuperset(slots)):
+                return flying.answer
         fence = self._next
         if fence is None:
             fence = self._next = _Fence(Answer(loop=self._loop), set(slots), self._trust)
@@ -282,6 +293,8 @@ class TrackingLink(asyncio.Protocol):
                 ok = False
                 if str(reply).startswith("MOVED"):
                     self._moved()
+        if ok:
+            self._confirmed = fence
         _answer(fence.answer, ok)
         if self._next is not None:
             self._pace()
@@ -325,6 +338,7 @@ class TrackingLink(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._confirmed = None
         if self._paced is not None:
             self._paced.cancel()
             self._paced = None
