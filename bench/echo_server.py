@@ -4,8 +4,8 @@ No interceptors, no logging, no cache, no store: what the service's RPCs would c
 service did nothing.
 
 Run: python -m bench.echo_server PORT [REDIS_URL [cluster]]. Given a Redis URL (a seed node of a
-Redis Cluster with ``cluster``), ``IsFollowing`` first waits for the near cache's read fence
-(``graph_service/cache/near_cache.py``) for the request's follow-state key, and does nothing else:
+Redis Cluster with ``cluster``), the three cached reads first wait for the near cache's read fence
+(``graph_service/cache/near_cache.py``) for the key the service would read, and does nothing else:
 the least a read answered from a process's memory costs while SPEC §3 holds across
 replicas (no replica answers the old state after a write returned anywhere).
 """
@@ -24,6 +24,7 @@ from socialgraph.v1 import timeline_pb2_grpc as tpb_grpc
 
 from graph_service.cache import keys
 from graph_service.cache.near_cache import NearCache
+from graph_service.domain.models import Direction
 
 
 class EchoServicer(pb_grpc.SocialGraphServiceServicer):
@@ -31,17 +32,20 @@ class EchoServicer(pb_grpc.SocialGraphServiceServicer):
         self._page = pb.ListFollowersResponse(followers=page, next_page_token="x" * 80)
         self._near = near
 
-    async def IsFollowing(self, request: pb.IsFollowingRequest, context: Any) -> pb.IsFollowingResponse:
-        if self._near is not None and not await self._near.fence(
-            (keys.follow_state(request.follower_id, request.followee_id),)
-        ):
+    async def _fenced(self, key: str) -> None:
+        if self._near is not None and not await self._near.fence((key,)):
             raise RuntimeError("the near cache's connection is not tracking")
+
+    async def IsFollowing(self, request: pb.IsFollowingRequest, context: Any) -> pb.IsFollowingResponse:
+        await self._fenced(keys.follow_state(request.follower_id, request.followee_id))
         return pb.IsFollowingResponse(following=True)
 
     async def GetCounts(self, request: pb.GetCountsRequest, context: Any) -> pb.GetCountsResponse:
+        await self._fenced(keys.counts(request.user_id))
         return pb.GetCountsResponse(followers_count=1000, following_count=10)
 
     async def ListFollowers(self, request: pb.ListFollowersRequest, context: Any) -> pb.ListFollowersResponse:
+        await self._fenced(keys.list_key(Direction.FOLLOWERS, request.user_id))
         return self._page
 
 
