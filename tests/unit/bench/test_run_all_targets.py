@@ -52,6 +52,17 @@ def test_follow_is_judged_against_its_floor_and_the_floor_against_the_write_is_r
     assert (judged.passed, judged.ratio, judged.baseline) == (True, 1.05, "floor 14.0 ms")
     assert (floor.passed, floor.ratio, floor.baseline) == (None, 1.273, "TransactWriteItems 11.0 ms")
     assert follow_latency({**report, "p50_to_floor": 1.051})[0].passed is False
+    *_, warm, with_read = follow_latency(
+        {
+            **report,
+            "follow_warm": {"p50_ms": 14.2},
+            "warm_p50_to_floor": 1.014,
+            "lifecycle_read_ms": 3.5,
+            "p50_to_floor_with_lifecycle": 0.811,
+        }
+    )
+    assert (warm.passed, warm.ratio, warm.service) == (None, 1.014, "14.2 ms")
+    assert (with_read.passed, with_read.ratio, with_read.baseline) == (None, 0.811, "17.5 ms (read 3.5 ms)")
 
 
 def test_the_fanout_on_a_cluster_is_judged_against_the_single_node_when_measured() -> None:
