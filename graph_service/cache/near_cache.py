@@ -60,7 +60,7 @@ from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from graph_service.cache import keys
-from graph_service.cache.tracking_link import CLUSTER_SLOTS, HEARTBEAT_TIMEOUTS, TrackingLink
+from graph_service.cache.tracking_link import CLUSTER_SLOTS, HEARTBEAT_TIMEOUTS, TrackingLink, probe_key
 from graph_service.domain import arrival
 from graph_service.domain.retry import Backoff, pause
 from graph_service.telemetry.cache import NearCacheMetrics
@@ -224,10 +224,18 @@ class NearCache:
         await link.closed
 
     async def _track_cluster(self, links: list[TrackingLink], backoff: Backoff) -> None:
+        await asyncio.to_thread(probe_key, 0)  # the probes' keys (0.15 s once a process), off the loop
         ranges = await self._slot_map()
         masters = sorted({node for _, _, node in ranges})
         trust_node = next(node for first, last, node in ranges if first <= TRUST_SLOT <= last)
-        opened = await asyncio.gather(*(self._open(node, trust=node == trust_node, links=links) for node in masters))
+        opening = [asyncio.ensure_future(self._open(n, trust=n == trust_node, links=links)) for n in masters]
+        try:
+            opened = await asyncio.gather(*opening)
+        except BaseException:  # the others stop too, before the caller closes what they opened
+            for task in opening:
+                task.cancel()
+            await asyncio.gather(*opening, return_exceptions=True)
+            raise
         by_node = dict(zip(masters, opened, strict=True))
         owners: list[TrackingLink | None] = [None] * CLUSTER_SLOTS
         for first, last, node in ranges:

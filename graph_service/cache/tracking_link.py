@@ -118,7 +118,7 @@ def probe_key(slot: int) -> str:
                 found[s] = name
                 missing -= 1
             n += 1
-        _probe_keys.extend(name for name in found if name is not None)
+        _probe_keys[:] = [name for name in found if name is not None]  # whole at once: a thread may build it
     return _probe_keys[slot]
 
 
