@@ -43,8 +43,9 @@ from redis.exceptions import RedisError
 
 from graph_service.cache import keys, scripts
 from graph_service.cache.trust import generation_of
+from graph_service.redis_client.packed import command
 
-__all__ = ["FENCE", "HEARTBEAT_TIMEOUTS", "Answer", "TrackingLink", "command", "probe_key"]
+__all__ = ["FENCE", "HEARTBEAT_TIMEOUTS", "Answer", "TrackingLink", "probe_key"]
 
 log = structlog.get_logger(__name__)
 HEARTBEAT_TIMEOUTS = 4
@@ -59,12 +60,6 @@ WATCHES_PER_TIMEOUT = 4
 """How often a link looks at its fence in flight, per Redis timeout: a fence that hangs is given up
 on at most a quarter of a timeout late."""
 CLUSTER_SLOTS = 16384
-
-
-def command(*parts: str) -> bytes:
-    """One command in RESP, as a connection would write it."""
-    encoded = [part.encode() for part in parts]
-    return b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in encoded)
 
 
 FENCE = command(

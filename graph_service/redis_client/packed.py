@@ -28,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from graph_service.redis_client.observed import observe
 
-__all__ = ["BATCH_TIMEOUT_FACTOR", "evalsha_calls", "evalsha_each_key", "pack", "script_calls"]
+__all__ = ["BATCH_TIMEOUT_FACTOR", "command", "evalsha_calls", "evalsha_each_key", "pack", "script_calls"]
 
 BATCH_TIMEOUT_FACTOR = 4
 """A fanout batch may take this many socket timeouts (it is many commands)."""
@@ -45,11 +45,14 @@ def pack(sha: str, keys: Sequence[str], args: Sequence[str | int]) -> bytes:
     return b"".join([head + _bulk(key.encode()) + tail for key in keys])
 
 
+def command(*parts: str | int) -> bytes:
+    """One command in RESP, as a connection would write it."""
+    return b"*%d\r\n" % len(parts) + b"".join(_bulk(str(part).encode()) for part in parts)
+
+
 def pack_call(sha: str, keys: Sequence[str], args: Sequence[str | int]) -> bytes:
     """``EVALSHA sha len(keys) *keys *args`` in RESP."""
-    parts = [b"EVALSHA", sha.encode(), str(len(keys)).encode(), *(k.encode() for k in keys)]
-    parts += [str(a).encode() for a in args]
-    return b"*%d\r\n" % len(parts) + b"".join(_bulk(part) for part in parts)
+    return command("EVALSHA", sha, len(keys), *keys, *args)
 
 
 async def evalsha_each_key(redis: Redis, sha: str, keys: Sequence[str], args: Sequence[str | int]) -> None:

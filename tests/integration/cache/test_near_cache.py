@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from graph_service.cache.keys import TRUST_GENERATION
 from graph_service.cache.near_cache import CONNECTION_NAME, NearCache
-from graph_service.cache.tracking_link import command
+from graph_service.redis_client.packed import command
 from tests.support.polling import eventually
 
 
